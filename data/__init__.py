@@ -1,0 +1,1 @@
+"""Dataset builders: synthetic generators and real loaders, one module per kind of data."""

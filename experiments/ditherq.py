@@ -1,0 +1,168 @@
+"""ditherq protocol: worst-case MSE over input families, dense rotation vs one RHT,
+with and without a shared dither, at b = 1..6 bits; plus the per-vector rotation cost."""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import DictConfig
+
+from data.vectors import npy_vectors, unit_vector_families
+from experiments.runner import UserError, register_paper
+from experiments.runner.context import RunContext
+from methods.ditherq import (
+    QUANTIZERS,
+    RandomizedHadamard,
+    haar_images,
+    panter_dite_bound,
+    quantize_rotated,
+)
+from methods.ditherq.quantizers import bits_per_coordinate
+from methods.ditherq.timing import rotation_seconds_per_vector
+
+ARMS = [(rot, dither) for rot in ("dense", "rht") for dither in (True, False)]
+
+
+def _families(cfg: DictConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    ds = cfg.dataset
+    if ds.name == "unit_vectors":
+        return unit_vector_families(ds.dim, ds.n_random, ds.n_sparse, ds.sparsity,
+                                    ds.n_basis, rng)
+    if ds.name == "npy_vectors":
+        return npy_vectors(ds.path, ds.max_rows)
+    raise UserError(f"ditherq needs dataset=unit_vectors or dataset=npy_vectors, "
+                    f"not '{ds.name}'")
+
+
+def measure_nmse(families: dict[str, np.ndarray], quantizer: str, bits: list[int],
+                 n_trials: int, rng: np.random.Generator, progress=iter
+                 ) -> dict[tuple, np.ndarray]:
+    """Normalized MSE ||x_hat - x||^2 / ||x||^2 per (rotation, dither, b, family), one
+    value per trial (mean over the family's vectors). Each trial draws one dense rotation,
+    one RHT and fresh dither offsets shared by all arms."""
+    names = list(families)
+    x = np.concatenate([families[f] for f in names])
+    owner = np.concatenate([[i] * len(families[f]) for i, f in enumerate(names)])
+    sq_norm = np.sum(x**2, axis=1)
+    dim = x.shape[1]
+    out = {(r, dt, b, f): np.empty(n_trials) for r, dt in ARMS for b in bits for f in names}
+    for trial in progress(range(n_trials)):
+        dense_y = haar_images(x, rng)  # error measured in the rotated space (orthogonal Q)
+        rht = RandomizedHadamard(dim, rng)
+        rht_y = rht.forward(x)
+        for b in bits:
+            for rot, dither in ARMS:
+                y = dense_y if rot == "dense" else rht_y
+                y_hat = quantize_rotated(y, quantizer, b, dither, rng)
+                if rot == "dense":
+                    err = np.sum((y_hat - y) ** 2, axis=1)
+                else:
+                    err = np.sum((rht.inverse(y_hat) - x) ** 2, axis=1)
+                nmse = err / sq_norm
+                for i, f in enumerate(names):
+                    out[(rot, dither, b, f)][trial] = nmse[owner == i].mean()
+    return out
+
+
+@register_paper("ditherq")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    method = cfg.method
+    quantizer = str(method.name)
+    if quantizer not in QUANTIZERS:
+        raise UserError(f"ditherq needs a quantizer method ({', '.join(QUANTIZERS)}), "
+                        f"not '{quantizer}'")
+    max_bits = QUANTIZERS[quantizer].max_bits
+    bits = [int(method.bits)] if method.bits is not None else [
+        b for b in cfg.protocol.bits if b <= max_bits]
+    if any(not 1 <= b <= max_bits for b in bits):
+        raise UserError(f"{quantizer} supports method.bits in 1..{max_bits}, got {bits}")
+    rotation, dither = method.rotation.name, bool(method.dither)  # the arm under test
+
+    families = _families(cfg, ctx.rng)
+    ctx.info(f"{quantizer}: bits {bits}, {cfg.protocol.n_trials} trials, families "
+             + ", ".join(f"{k}({len(v)})" for k, v in families.items()))
+    nmse = measure_nmse(families, quantizer, bits, int(cfg.protocol.n_trials), ctx.rng,
+                        progress=lambda it: ctx.progress(it, "trials"))
+
+    rows = []
+    for (rot, dt, b, fam), vals in nmse.items():
+        rows.append({"bits": b, "rotation": rot, "dither": dt, "family": fam,
+                     "nmse": vals.mean(), "nmse_sem": vals.std(ddof=1) / np.sqrt(len(vals)),
+                     "bound": panter_dite_bound(b), "bits_per_coordinate":
+                     bits_per_coordinate(b, dt)})
+    ctx.save_table("nmse_by_family", rows)
+
+    def mean(rot, dt, b, fam):
+        return float(nmse[(rot, dt, b, fam)].mean())
+
+    def worst(rot, dt, b):
+        return max(mean(rot, dt, b, f) for f in families)
+
+    metrics: dict[str, float] = {}
+    for b in bits:
+        for rot, dt in ARMS:
+            tag = f"{rot}_{'dither' if dt else 'nodither'}"
+            metrics[f"mse_worst_case_{tag}_b{b}"] = worst(rot, dt, b)
+        ctx.log({f"worst_{r}_{'dither' if d else 'nodither'}": worst(r, d, b)
+                 for r, d in ARMS}, step=b)
+    if len(bits) == 1:
+        b = bits[0]
+        all_vals = [mean(rotation, dither, b, f) * len(families[f]) for f in families]
+        metrics["mse_worst_case"] = worst(rotation, dither, b)
+        metrics["mse_mean"] = sum(all_vals) / sum(len(v) for v in families.values())
+        metrics["mse_worst_case_over_bound"] = metrics["mse_worst_case"] / panter_dite_bound(b)
+
+    ratio = {b: max(mean("rht", True, b, f) / mean("dense", True, b, f) for f in families)
+             for b in bits}
+    metrics["dithered_vs_dense_mse_ratio_max"] = max(ratio.values())
+    if any(b >= 4 for b in bits):
+        metrics["dithered_vs_dense_mse_ratio_max_b4plus"] = max(
+            v for b, v in ratio.items() if b >= 4)
+    if 2 in bits and "basis" in families:
+        metrics["rht_basis_vs_dense_mse_ratio_b2"] = (
+            mean("rht", False, 2, "basis") / mean("dense", False, 2, "basis"))
+    if 6 in bits and quantizer == "turboquant":
+        metrics["dithered_turboquant_mse_over_bound_b6"] = (
+            worst("rht", True, 6) / panter_dite_bound(6))
+
+    timing_rows = []
+    for d in ctx.progress(list(cfg.protocol.timing_dims), "timing"):
+        t_dense, t_rht = rotation_seconds_per_vector(int(d), int(cfg.protocol.timing_repeats),
+                                                     ctx.rng)
+        timing_rows.append({"dim": d, "dense_us": 1e6 * t_dense, "rht_us": 1e6 * t_rht,
+                            "speedup": t_dense / t_rht})
+        metrics[f"time_rht_speedup_vs_dense_d{d}"] = t_dense / t_rht
+    ctx.save_table("rotation_time_per_vector", timing_rows)
+    ctx.save_figure("mse_vs_bits", _figure(nmse, families, bits, quantizer))
+    return metrics
+
+
+def _figure(nmse, families, bits, quantizer):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    styles = {("dense", True): ("C0", "-"), ("dense", False): ("C0", ":"),
+              ("rht", True): ("C3", "-"), ("rht", False): ("C3", ":")}
+    for (rot, dt), (color, ls) in styles.items():
+        label = f"{rot}, {'dither' if dt else 'no dither'}"
+        worst = [max(nmse[(rot, dt, b, f)].mean() for f in families) for b in bits]
+        left.plot(bits, worst, color=color, ls=ls, marker="o", label=label)
+        if rot == "rht":
+            ratio = [max(nmse[("rht", dt, b, f)].mean() / nmse[("dense", dt, b, f)].mean()
+                         for f in families) for b in bits]
+            right.plot(bits, ratio, color=color, ls=ls, marker="o",
+                       label=f"RHT / dense, {'dither' if dt else 'no dither'}")
+    grid = np.array(bits)
+    left.plot(grid, panter_dite_bound(grid), "k--", label=r"$\frac{\pi\sqrt{3}}{2}4^{-b}$")
+    left.set(yscale="log", xlabel="bits per coordinate b", ylabel="worst-case NMSE over inputs",
+             title=f"{quantizer}: worst case over input families")
+    left.legend(fontsize=8)
+    right.axhline(1.0, color="k", lw=0.8)
+    right.axhspan(0.9, 1.1, color="0.9")
+    right.set(yscale="log", xlabel="bits per coordinate b",
+              ylabel="max over families of MSE ratio", title="one RHT vs dense rotation")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

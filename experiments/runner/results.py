@@ -1,0 +1,108 @@
+"""The one result writer: metrics.json, results.json, tables and figures of a run folder."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import subprocess
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+TIMING_PREFIX = "time_"
+_VERSIONED_PACKAGES = ("numpy", "scipy", "torch", "hydra-core", "omegaconf", "lightning",
+                       "transformers", "datasets", "wandb", "scikit-learn")
+
+
+def to_scalar(value: Any) -> float | int:
+    """Plain python number from numpy/torch scalars; rejects non-scalars loudly."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    value = float(value)
+    return value
+
+
+def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int]:
+    """Flat dict of scalar metrics, sorted by key (NaN/inf kept as JSON null)."""
+    out: dict[str, float | int] = {}
+    for key in sorted(metrics):
+        if not isinstance(key, str):
+            raise TypeError(f"metric names must be strings, got {key!r}")
+        out[key] = to_scalar(metrics[key])
+    return out
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write atomically (tmp file + rename) so a crash never leaves half a JSON file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_json_safe(dict(payload)), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    rows = list(rows)
+    if not rows:
+        raise ValueError(f"no rows to write to {path.name}")
+    fields: list[str] = []
+    for row in rows:
+        fields.extend(k for k in row if k not in fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+
+
+def _csv_cell(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float):
+        return repr(v)
+    return v
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """Hash of the resolved job config (what makes two jobs 'the same job')."""
+    text = json.dumps(OmegaConf.to_container(cfg, resolve=True), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def git_sha(root: Path) -> str | None:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        return sha + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions

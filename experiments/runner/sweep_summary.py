@@ -1,0 +1,148 @@
+"""Sweep summaries: ``summary.csv``, ``summary.md`` and ``summary.png`` at a sweep root.
+
+Made from the jobs' ``results.json`` files only, so it works for every launcher (basic,
+joblib, submitit) and can be rebuilt later with ``make report SWEEP_DIR=...``. Jobs that
+differ only in ``seed`` form one configuration: mean ± std over seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from experiments.runner.results import write_csv
+
+log = logging.getLogger("paperlab")
+_NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
+
+
+def _settings(overrides: list[str]) -> dict[str, str]:
+    out = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if not key.startswith(_NOT_A_SETTING):
+            out[key.lstrip("+~")] = value
+    return out
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path | None:
+    """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty)."""
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("results.json"))]
+    failed = sorted(p.parent.name for p in sweep_dir.rglob("failed.json"))
+    if not results:
+        log.warning("sweep %s: no job finished (%d failed)", sweep_dir, len(failed))
+        return None
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for res in results:
+        settings = _settings(res.get("overrides", []))
+        groups[tuple(sorted(settings.items()))].append(res)
+    swept = sorted({k for key in groups for k, _ in key})
+    metric_names = sorted({m for res in results for m, v in res["metrics"].items()
+                           if isinstance(v, int | float)})
+
+    rows: list[dict[str, Any]] = []
+    for key, members in groups.items():
+        row: dict[str, Any] = dict(key)
+        row["n_seeds"] = len(members)
+        for name in metric_names:
+            vals = np.array([m["metrics"].get(name) for m in members
+                             if m["metrics"].get(name) is not None], dtype=float)
+            row[f"{name}_mean"] = float(vals.mean()) if vals.size else math.nan
+            row[f"{name}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+        rows.append(row)
+    rows.sort(key=lambda r: tuple(_sort_key(r.get(k, "")) for k in swept))
+    csv_path = sweep_dir / "summary.csv"
+    write_csv(csv_path, rows)
+
+    shown = [m for m in (primary or metric_names) if m in metric_names][:8]
+    header = swept + ["n_seeds"] + shown
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [str(row.get(k, "")) for k in swept] + [str(row["n_seeds"])]
+        cells += [f"{row[f'{m}_mean']:.4g} ± {row[f'{m}_std']:.2g}" for m in shown]
+        lines.append("| " + " | ".join(cells) + " |")
+    if failed:
+        lines.append(f"\n{len(failed)} job(s) failed: {', '.join(failed)} (see failed.json)")
+    (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    if shown:
+        _plot(sweep_dir / "summary.png", rows, swept, shown[0])
+    log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
+             csv_path, len(results), len(rows), len(failed))
+    return csv_path
+
+
+def _sort_key(value: Any) -> tuple:
+    num = _number(str(value))
+    return (0, num, "") if num is not None else (1, 0.0, str(value))
+
+
+def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
+    """The comparison figure: metric (mean ± std) vs the first numeric swept setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    numeric = [k for k in swept if all(_number(str(r.get(k, ""))) is not None for r in rows)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if numeric:
+        x_key = numeric[0]
+        others = [k for k in swept if k != x_key]
+        lines: dict[str, list[dict]] = defaultdict(list)
+        for r in rows:
+            lines[", ".join(f"{k}={r.get(k)}" for k in others) or metric].append(r)
+        for label, members in lines.items():
+            members.sort(key=lambda r: float(r[x_key]))
+            xs = [float(r[x_key]) for r in members]
+            ax.errorbar(xs, [r[f"{metric}_mean"] for r in members],
+                        yerr=[r[f"{metric}_std"] for r in members], marker="o",
+                        capsize=3, label=label)
+        ax.set_xlabel(x_key)
+        ax.legend(fontsize=7)
+    else:
+        labels = [", ".join(f"{k}={r.get(k)}" for k in swept) for r in rows]
+        ax.bar(range(len(rows)), [r[f"{metric}_mean"] for r in rows],
+               yerr=[r[f"{metric}_std"] for r in rows], capsize=3)
+        ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=7)
+    values = [r[f"{metric}_mean"] for r in rows]
+    if values and min(values) > 0 and max(values) / min(values) > 20:
+        ax.set_yscale("log")
+    ax.set_ylabel(f"{metric} (mean ± std over seeds)")
+    ax.set_title(path.parent.name, fontsize=8)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+class SweepSummary(Callback):
+    """Hydra callback: write the sweep summary when a multirun ends."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        primary = list(config.get("metrics", {}).get("primary", []) or [])
+        try:
+            summarize_sweep(Path(config.hydra.sweep.dir), primary)
+        except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
+            log.warning("could not write the sweep summary: %s", err)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m experiments.runner.sweep_summary <sweep_dir>")
+    if summarize_sweep(Path(sys.argv[1])) is None:
+        sys.exit(1)

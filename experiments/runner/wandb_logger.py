@@ -1,0 +1,89 @@
+"""Mirror of a run in Weights & Biases (``logger=wandb``).
+
+One W&B run per job: ``reinit="finish_previous"`` plus ``finish()`` in the runner's
+``finally``, so multirun jobs in one process never share a run. Group is the paper for a
+single run and the sweep folder for a multirun; job_type is the method. Offline mode when no
+API key is configured. Every W&B call is guarded: a W&B failure logs a warning and never
+loses the local results.
+"""
+
+from __future__ import annotations
+
+import logging
+import netrc
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("paperlab")
+
+
+def _has_api_key() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def choose_mode(requested: str | None) -> str:
+    """``online`` only when asked for (or not set) and an API key exists, else ``offline``."""
+    mode = requested or os.environ.get("WANDB_MODE") or "online"
+    if mode == "online" and not _has_api_key():
+        log.info("no W&B API key found: logging offline (sync later with `wandb sync`)")
+        return "offline"
+    return mode
+
+
+class WandbMirror:
+    """Thin guarded wrapper around one ``wandb`` run."""
+
+    def __init__(self, *, project: str, entity: str | None, mode: str | None, group: str,
+                 job_type: str, name: str, tags: Sequence[str], config: Mapping[str, Any],
+                 output_dir: Path) -> None:
+        self.run = None
+        try:
+            import wandb
+
+            self._wandb = wandb
+            self.run = wandb.init(
+                project=project, entity=entity, mode=choose_mode(mode), group=group,
+                job_type=job_type, name=name, tags=[t[:64] for t in tags],
+                config=dict(config), dir=str(output_dir), reinit="finish_previous",
+                settings=wandb.Settings(start_method="thread", console="off",
+                                        silent=True),
+            )
+        except Exception as err:  # noqa: BLE001 - W&B must never break a run
+            log.warning("W&B could not start (%s); continuing with local results only", err)
+
+    def _guard(self, what: str, fn, *args, **kwargs) -> None:
+        if self.run is None:
+            return
+        try:
+            fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001
+            log.warning("W&B %s failed (%s); local results are unaffected", what, err)
+
+    def log(self, values: Mapping[str, Any], step: int | None = None) -> None:
+        self._guard("log", self.run.log, dict(values), step=step)
+
+    def log_image(self, name: str, path: Path) -> None:
+        self._guard("image", lambda: self.run.log({f"figures/{name}":
+                                                   self._wandb.Image(str(path))}))
+
+    def log_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        def push() -> None:
+            columns = list(dict.fromkeys(k for row in rows for k in row))
+            data = [[row.get(c) for c in columns] for row in rows]
+            self.run.log({f"tables/{name}": self._wandb.Table(columns=columns, data=data)})
+
+        self._guard("table", push)
+
+    def summary(self, metrics: Mapping[str, Any]) -> None:
+        self._guard("summary", self.run.summary.update, dict(metrics))
+
+    def finish(self, exit_code: int = 0) -> None:
+        self._guard("finish", self.run.finish, exit_code=exit_code)
+        self.run = None

@@ -1,0 +1,1 @@
+"""The algorithms: one subpackage per paper, plain numpy/torch, importable without Hydra."""
