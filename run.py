@@ -10,6 +10,7 @@ from the registry, run it, write the run folder, log.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -30,6 +31,22 @@ def check_paper_arguments(argv: list[str]) -> None:
                     check_paper(key)
 
 
+def check_output_arguments(argv: list[str]) -> None:
+    """Hydra creates the run folder before any of our code runs; check a user-given output
+    location first so an unwritable one is one clear line, not a traceback."""
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
+            try:
+                Path(value).mkdir(parents=True, exist_ok=True)
+                probe = Path(value) / ".write_probe"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as err:
+                raise UserError(f"{key}={value} is not writable ({err.strerror}); "
+                                "choose a folder you can write to") from None
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig):
     return execute(cfg)
@@ -39,6 +56,7 @@ if __name__ == "__main__":
     register_schemas()
     try:
         check_paper_arguments(sys.argv[1:])
+        check_output_arguments(sys.argv[1:])
     except UserError as err:
         sys.exit(f"error: {err}")
     if len(sys.argv) == 1:

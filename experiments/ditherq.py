@@ -131,7 +131,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         timing_rows.append({"dim": d, "dense_us": 1e6 * t_dense, "rht_us": 1e6 * t_rht,
                             "speedup": t_dense / t_rht})
         metrics[f"time_rht_speedup_vs_dense_d{d}"] = t_dense / t_rht
-    ctx.save_table("rotation_time_per_vector", timing_rows)
+    if timing_rows:
+        ctx.save_table("rotation_time_per_vector", timing_rows)
     ctx.save_figure("mse_vs_bits", _figure(nmse, families, bits, quantizer))
     return metrics
 

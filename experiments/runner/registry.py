@@ -58,3 +58,12 @@ def load_protocol(key: str) -> Protocol:
     if key not in _PROTOCOLS:
         raise RuntimeError(f"experiments/{key}.py does not call @register_paper('{key}')")
     return _PROTOCOLS[key]
+
+
+def paper_claims(conf_dir: Path | None = None) -> dict[str, str]:
+    """One-line claim of each paper, read from ``conf/paper/<key>.yaml`` (no imports)."""
+    from omegaconf import OmegaConf
+
+    conf_dir = conf_dir or _EXPERIMENTS_DIR.parent / "conf" / "paper"
+    return {p.stem: str(OmegaConf.load(p).paper.claim) for p in sorted(conf_dir.glob("*.yaml"))}
+

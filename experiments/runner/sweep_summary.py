@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -51,7 +52,11 @@ def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path |
     for res in results:
         settings = _settings(res.get("overrides", []))
         groups[tuple(sorted(settings.items()))].append(res)
-    swept = sorted({k for key in groups for k, _ in key})
+    values: dict[str, set] = defaultdict(set)
+    for key in groups:
+        for k, v in key:
+            values[k].add(v)
+    swept = sorted(k for k, vs in values.items() if len(vs) > 1) or sorted(values)
     metric_names = sorted({m for res in results for m, v in res["metrics"].items()
                            if isinstance(v, int | float)})
 
@@ -67,7 +72,9 @@ def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path |
         rows.append(row)
     rows.sort(key=lambda r: tuple(_sort_key(r.get(k, "")) for k in swept))
     csv_path = sweep_dir / "summary.csv"
-    write_csv(csv_path, rows)
+    tmp = sweep_dir / f".summary.{os.getpid()}"  # jobs may finish concurrently: write, rename
+    write_csv(tmp.with_suffix(".csv"), rows)
+    tmp.with_suffix(".csv").replace(csv_path)
 
     shown = [m for m in (primary or metric_names) if m in metric_names][:8]
     header = swept + ["n_seeds"] + shown
@@ -78,9 +85,11 @@ def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path |
         lines.append("| " + " | ".join(cells) + " |")
     if failed:
         lines.append(f"\n{len(failed)} job(s) failed: {', '.join(failed)} (see failed.json)")
-    (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    tmp.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    tmp.with_suffix(".md").replace(sweep_dir / "summary.md")
     if shown:
-        _plot(sweep_dir / "summary.png", rows, swept, shown[0])
+        _plot(tmp.with_suffix(".png"), rows, swept, shown[0])
+        tmp.with_suffix(".png").replace(sweep_dir / "summary.png")
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
@@ -123,20 +132,32 @@ def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
     if values and min(values) > 0 and max(values) / min(values) > 20:
         ax.set_yscale("log")
     ax.set_ylabel(f"{metric} (mean ± std over seeds)")
-    ax.set_title(path.parent.name, fontsize=8)
+    ax.set_title(path.parent.name + "/summary", fontsize=8)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
 class SweepSummary(Callback):
-    """Hydra callback: write the sweep summary when a multirun ends."""
+    """Hydra callback: refresh the sweep summary after every job and when the sweep ends.
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+    Hydra's basic sweeper re-raises a failed job's exception after the batch and then skips
+    ``on_multirun_end``, so the summary is also rebuilt as each job ends: the last job to
+    finish leaves a complete one, failed jobs included.
+    """
+
+    def _refresh(self, config: DictConfig) -> None:
         primary = list(config.get("metrics", {}).get("primary", []) or [])
         try:
             summarize_sweep(Path(config.hydra.sweep.dir), primary)
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        if str(config.hydra.mode) == "RunMode.MULTIRUN":
+            self._refresh(config)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._refresh(config)
 
 
 if __name__ == "__main__":

@@ -52,22 +52,21 @@ class WandbMirror:
                 project=project, entity=entity, mode=choose_mode(mode), group=group,
                 job_type=job_type, name=name, tags=[t[:64] for t in tags],
                 config=dict(config), dir=str(output_dir), reinit="finish_previous",
-                settings=wandb.Settings(start_method="thread", console="off",
-                                        silent=True),
+                settings=wandb.Settings(console="off", silent=True),
             )
         except Exception as err:  # noqa: BLE001 - W&B must never break a run
             log.warning("W&B could not start (%s); continuing with local results only", err)
 
-    def _guard(self, what: str, fn, *args, **kwargs) -> None:
+    def _guard(self, what: str, action) -> None:
         if self.run is None:
             return
         try:
-            fn(*args, **kwargs)
+            action()
         except Exception as err:  # noqa: BLE001
             log.warning("W&B %s failed (%s); local results are unaffected", what, err)
 
     def log(self, values: Mapping[str, Any], step: int | None = None) -> None:
-        self._guard("log", self.run.log, dict(values), step=step)
+        self._guard("log", lambda: self.run.log(dict(values), step=step))
 
     def log_image(self, name: str, path: Path) -> None:
         self._guard("image", lambda: self.run.log({f"figures/{name}":
@@ -82,8 +81,8 @@ class WandbMirror:
         self._guard("table", push)
 
     def summary(self, metrics: Mapping[str, Any]) -> None:
-        self._guard("summary", self.run.summary.update, dict(metrics))
+        self._guard("summary", lambda: self.run.summary.update(dict(metrics)))
 
     def finish(self, exit_code: int = 0) -> None:
-        self._guard("finish", self.run.finish, exit_code=exit_code)
+        self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
         self.run = None

@@ -1,0 +1,60 @@
+# paperlab: `make run` and `make test` set everything up on first use.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PAPER  ?= ditherq
+SWEEP  ?= $(PAPER)_bits
+ARGS   ?=
+
+# One torch thread: tiny models run up to 100x slower when two threads share two cores.
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+export MPLBACKEND ?= Agg
+TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true
+
+.PHONY: help install run test test-slow test-gpu bench lint sweep report list clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  variables: PAPER=<key> (default ditherq), SWEEP=<name>, ARGS='key=value ...'"
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install paperlab (torch pinned by constraints.txt)
+
+run: $(STAMP)  ## run one paper on its embedded default: make run PAPER=ditherq ARGS='seed=1'
+	$(PY) run.py +paper=$(PAPER) $(ARGS)
+
+test: $(STAMP)  ## fast tests (CPU, offline)
+	$(TEST_ENV) $(PY) -m pytest -q $(ARGS)
+
+test-slow: $(STAMP)  ## slow tests (multirun launchers, longer runs)
+	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)
+
+test-gpu: $(STAMP)  ## tests that need a CUDA GPU
+	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)
+
+bench: $(STAMP)  ## speed benchmarks, measured side by side in one process
+	@for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+lint: $(STAMP)  ## ruff
+	$(PY) -m ruff check .
+
+sweep: $(STAMP)  ## a named sweep: make sweep PAPER=ditherq SWEEP=ditherq_bits
+	$(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS)
+
+report: $(STAMP)  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
+	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1))
+
+list: $(STAMP)  ## the papers and their one-line claims
+	@$(PY) -c 'from experiments.runner.registry import paper_claims; \
+	[print(f"{k:<12} {c}") for k, c in paper_claims().items()]'
+
+clean:  ## remove caches (keeps .venv and outputs/)
+	rm -rf .pytest_cache .ruff_cache build *.egg-info
+	find . -name __pycache__ -prune -not -path './.venv/*' -exec rm -rf {} +

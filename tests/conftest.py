@@ -1,0 +1,59 @@
+"""Shared fixtures: offline environment, and running a paper in-process via the compose API."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_TMP = tempfile.mkdtemp(prefix="paperlab-tests-")
+for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
+                   "WANDB_SILENT": "true", "WANDB_DIR": _TMP, "HF_HOME": _TMP,
+                   "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}.items():
+    os.environ.setdefault(key, value)
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.core.global_hydra import GlobalHydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import open_dict  # noqa: E402
+
+from experiments.runner.job import execute  # noqa: E402
+from experiments.schemas import register_schemas  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = str(ROOT / "conf")
+register_schemas()
+
+
+def compose_config(overrides: list[str], output_dir: Path | None = None):
+    """Compose ``conf/config.yaml`` with overrides, as ``run.py`` would (hydra node included)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    if output_dir is not None:
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(output_dir)
+            cfg.hydra.mode = RunMode.RUN
+            cfg.paths.output_dir = str(output_dir.parent / "outputs")
+    return cfg
+
+
+def run_paper(overrides: list[str], output_dir: Path) -> dict:
+    """Run one job in-process into ``output_dir``; returns metrics.json as a dict."""
+    cfg = compose_config(overrides, output_dir)
+    HydraConfig.instance().set_config(cfg)
+    job_cfg = cfg.copy()
+    with open_dict(job_cfg):
+        del job_cfg["hydra"]
+    output_dir.mkdir(parents=True, exist_ok=True)
+    execute(job_cfg)
+    return json.loads((output_dir / "metrics.json").read_text())
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return tmp_path / "run"
