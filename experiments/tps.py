@@ -1,0 +1,213 @@
+"""tps protocol: a leaderboard of predictor families under TPS and its contrast metrics,
+recalibration's effect, and complete vs censored evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import DictConfig
+
+from data.trajectories import Trajectories, load_agent_log, synthetic_trajectories
+from experiments.runner import register_paper
+from experiments.runner.context import RunContext
+from methods.tps import (
+    BASE_SCORES,
+    WEIGHT_SCHEDULES,
+    aurc,
+    censored_reduced_score,
+    pooled_auprc,
+    pooled_auroc,
+    scalarized_brier,
+    trajectory_ece,
+    tps,
+)
+from methods.tps.predictors import fit_recalibration, paired_bootstrap_ci, predictor_families
+from methods.tps.scores import PREDICTABLE_EVERY_STEP
+
+CONTRASTS = {"auroc": pooled_auroc, "auprc": pooled_auprc, "aurc": aurc,
+             "ece": trajectory_ece, "scalar_brier": scalarized_brier}
+HIGHER_IS_BETTER = {"auroc", "auprc"}
+
+
+def _variants() -> list[tuple[str, str]]:
+    return [(s, w) for s in BASE_SCORES for w in WEIGHT_SCHEDULES]
+
+
+def leaderboard(families: dict[str, np.ndarray], data: Trajectories, gamma: float
+                ) -> dict[str, dict[str, float]]:
+    """Metric name -> {predictor: value}; TPS variants are named tps_<score>_<schedule>."""
+    board: dict[str, dict[str, float]] = {}
+    for score, schedule in _variants():
+        board[f"tps_{score}_{schedule}"] = {
+            name: float(tps(p, data.y, data.mask, score, schedule, gamma).mean())
+            for name, p in families.items()}
+    for metric, fn in CONTRASTS.items():
+        board[metric] = {name: fn(p, data.y, data.mask) for name, p in families.items()}
+    return board
+
+
+@register_paper("tps")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    m = cfg.method
+    real = cfg.dataset.name == "agent_log"
+    data = load_agent_log(cfg.dataset.path) if real else synthetic_trajectories(cfg.dataset,
+                                                                                ctx.rng)
+    calib, test = data.split(float(cfg.protocol.calibration_fraction))
+    pooled_y = np.broadcast_to(calib.y[:, None], calib.mask.shape)[calib.mask]
+    base_rate = float(pooled_y.mean())
+    ctx.info(f"{cfg.dataset.name}: {len(test.y)} test trajectories, mean length "
+             f"{test.mask.sum(1).mean():.1f}, success rate {test.y.mean():.3f}")
+
+    def families_for(d: Trajectories, rng) -> dict[str, np.ndarray]:
+        fams = predictor_families(d.q, d.mask, base_rate, m.tempered_tau, m.noise_sigma, rng)
+        if real:  # no exact q: the logged forecast takes the oracle's place
+            fams["logged"] = fams.pop("oracle")
+        return fams
+
+    families = families_for(test, ctx.rng)
+    reference = "logged" if real else "oracle"
+    board = leaderboard(families, test, m.gamma)
+    rows = [{"metric": metric, **vals} for metric, vals in board.items()]
+    ctx.save_table("leaderboard", rows)
+
+    metrics: dict[str, float] = {}
+    # 1. which metrics rank the reference (oracle) trace strictly first, with paired CIs
+    tps_rows, all_first = [], True
+    for score, schedule in _variants():
+        per_traj = {name: tps(p, test.y, test.mask, score, schedule, m.gamma)
+                    for name, p in families.items()}
+        for name in families:
+            if name == reference:
+                continue
+            lo, hi = paired_bootstrap_ci(per_traj[name] - per_traj[reference],
+                                         int(m.n_bootstrap), ctx.rng)
+            tps_rows.append({"score": score, "schedule": schedule, "predictor": name,
+                             "gap_vs_reference": float(np.mean(per_traj[name]
+                                                               - per_traj[reference])),
+                             "ci_low": lo, "ci_high": hi, "strictly_worse": lo > 0})
+            if schedule in PREDICTABLE_EVERY_STEP and not lo > 0:
+                all_first = False
+    ctx.save_table("tps_gaps_bootstrap", tps_rows)
+    ranks_first = {metric: _ranks_first(vals, reference, metric) for metric, vals in
+                   board.items()}
+    metrics.update({f"ranks_{reference}_first_{k}": int(v) for k, v in ranks_first.items()
+                    if not k.startswith("tps_") or k.endswith("_uniform")})
+    if not real:
+        metrics["tps_oracle_first_all"] = int(all_first)
+        # 1/T_i weights put weight on every step but are not predictable (T_i is known only
+        # at the end): reported separately, since propriety is not guaranteed for them
+        metrics["tps_oracle_first_per_trajectory"] = int(all(
+            r["strictly_worse"] for r in tps_rows if r["schedule"] == "per_trajectory"))
+    last = board["tps_brier_last"]
+    metrics[f"last_step_{reference}_vs_final_only_gap"] = last["final_only"] - last[reference]
+    metrics["ece_constant_baserate"] = board["ece"]["constant"]
+    metrics[f"ece_{reference}"] = board["ece"][reference]
+    metrics[f"tps_gap_constant_vs_{reference}"] = (board["tps_brier_uniform"]["constant"]
+                                             - board["tps_brier_uniform"][reference])
+    metrics[f"scalar_brier_gap_mean_matched_vs_{reference}"] = (board["scalar_brier"]["mean_matched"]
+                                                      - board["scalar_brier"][reference])
+    metrics[f"tps_gap_mean_matched_vs_{reference}"] = (board["tps_brier_uniform"]["mean_matched"]
+                                             - board["tps_brier_uniform"][reference])
+
+    # 2. recalibration of the overconfident predictor, fit on held-out trajectories
+    calib_fams = families_for(calib, ctx.rng)
+    recal_rows = []
+    for kind in ("temperature", "platt", "isotonic"):
+        fmap = fit_recalibration(kind, calib_fams["tempered"][calib.mask], pooled_y)
+        before, after = families["tempered"], np.where(test.mask,
+                                                       fmap(families["tempered"]), 0.5)
+        row = {"recalibration": kind}
+        for metric in ("auroc", "auprc", "ece", "tps_brier_uniform", "tps_log_uniform"):
+            fn = (CONTRASTS.get(metric) or (lambda p, y, mk, s=metric.split("_")[1]:
+                                            float(tps(p, y, mk, s, "uniform").mean())))
+            row[f"{metric}_before"] = fn(before, test.y, test.mask)
+            row[f"{metric}_after"] = fn(after, test.y, test.mask)
+        recal_rows.append(row)
+        if kind == m.recalibration.name:
+            metrics["auroc_change_under_recalibration"] = row["auroc_after"] - row["auroc_before"]
+            metrics["tps_change_under_recalibration"] = (row["tps_brier_uniform_after"]
+                                                         - row["tps_brier_uniform_before"])
+    ctx.save_table("recalibration", recal_rows)
+
+    # 3. administrative censoring at Z: exact reduced score vs complete data, and verdicts of
+    # complete-only evaluation vs the tractable approximation (own p_Z for q_Z), on the main
+    # data and on the designed case (a fixed-horizon process, so most trajectories censor)
+    designs = {"main": (test, families)}
+    if not real:
+        design_data = synthetic_trajectories(cfg.protocol.censoring_design, ctx.rng)
+        designs["designed"] = (design_data, families_for(design_data, ctx.rng))
+    verdict_rows = []
+    for design, (d, fams) in designs.items():
+        rows_d, exact_diff = _censoring(d, fams, reference, with_exact=not real)
+        verdict_rows += [{"design": design, **r} for r in rows_d]
+        if design == "designed":
+            ref_row, other_row = rows_d
+            metrics["censored_approx_verdict_changed"] = int(
+                (ref_row["complete_only"] < other_row["complete_only"])
+                != (ref_row["approx_own_p_stop"] < other_row["approx_own_p_stop"]))
+            metrics["censored_vs_complete_abs_diff"] = float(abs(exact_diff.mean()))
+            metrics["censored_vs_complete_stderr"] = float(exact_diff.std(ddof=1)
+                                                           / np.sqrt(len(exact_diff)))
+            metrics["censored_fraction_designed"] = rows_d[0]["censored_fraction"]
+    ctx.save_table("censoring_verdicts", verdict_rows)
+
+    ctx.save_figure("leaderboard_ranks", _rank_figure(board, list(families)))
+    return metrics
+
+
+def _censoring(d: Trajectories, fams: dict[str, np.ndarray], reference: str,
+               with_exact: bool) -> tuple[list[dict], np.ndarray]:
+    """Scores of the reference and the overconfident predictor under complete-only
+    evaluation, the approximation with their own p_Z, and (with the exact trace) the exact
+    q_Z-weighted reduced score; plus the per-trajectory difference between the exact reduced
+    score and the complete-data score restricted to t <= Z (mean 0 in expectation)."""
+    t = np.arange(d.mask.shape[1])
+    observed = d.mask & (t[None, :] < d.censor[:, None])
+    lengths = d.mask.sum(1)
+    stop = np.minimum(d.censor, lengths) - 1
+    complete = lengths <= d.censor
+    rows, exact_diff = [], np.array([np.nan])
+    for name in (reference, "tempered"):
+        p = fams[name]
+        row = {"predictor": name, "censored_fraction": float(1 - complete.mean()),
+               "complete_only": float(tps(p[complete], d.y[complete],
+                                          d.mask[complete]).mean()),
+               "approx_own_p_stop": float(censored_reduced_score(
+                   p, p[np.arange(len(stop)), stop], observed).mean())}
+        if with_exact:
+            q_stop = d.q[np.arange(len(stop)), stop]
+            row["exact_q_stop"] = float(censored_reduced_score(p, q_stop, observed).mean())
+            if name == reference:
+                exact_diff = (censored_reduced_score(p, q_stop, observed)
+                              - tps(p, d.y, observed))
+        rows.append(row)
+    return rows, exact_diff
+
+
+def _ranks_first(values: dict[str, float], reference: str, metric: str) -> bool:
+    """Is the reference strictly best under this metric (ties are not first)?"""
+    sign = -1 if metric in HIGHER_IS_BETTER else 1
+    ref = sign * values[reference]
+    return all(sign * v > ref for k, v in values.items() if k != reference)
+
+
+def _rank_figure(board: dict[str, dict[str, float]], predictors: list[str]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.stats import rankdata
+
+    metrics = list(board)
+    ranks = np.array([rankdata([(-1 if m in HIGHER_IS_BETTER else 1) * board[m][p]
+                                for p in predictors], method="min") for m in metrics])
+    fig, ax = plt.subplots(figsize=(1.1 * len(predictors) + 3, 0.32 * len(metrics) + 1.5))
+    ax.imshow(ranks, cmap="RdYlGn_r", aspect="auto", vmin=1, vmax=len(predictors))
+    for i, m in enumerate(metrics):
+        for j, p in enumerate(predictors):
+            ax.text(j, i, f"{board[m][p]:.3g}", ha="center", va="center", fontsize=6,
+                    fontweight="bold" if ranks[i, j] == 1 else "normal")
+    ax.set_xticks(range(len(predictors)), predictors, rotation=30, ha="right")
+    ax.set_yticks(range(len(metrics)), metrics, fontsize=7)
+    ax.set_title("rank of each predictor under each metric (green = best; value shown)")
+    fig.tight_layout()
+    return fig
