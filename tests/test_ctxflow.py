@@ -1,0 +1,115 @@
+"""ctxflow: exact Gaussian flow vs large-n simulation, gradients, rate fitting, smoke run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from methods.ctxflow import (
+    finite_context_flow,
+    fit_loglog_slope,
+    gaussian_context_flow,
+    icl_loss_finite,
+    icl_loss_gaussian,
+    random_flow_params,
+    slope_with_interval,
+)
+
+from .conftest import run_paper
+
+
+def _setup(d, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    params = random_flow_params(d, 0.5, 1.0, gen)
+    x = torch.randn(6, d, generator=gen, dtype=torch.float64) / d**0.5
+    mean = 0.3 * torch.randn(d, generator=gen, dtype=torch.float64) / d**0.5
+    cov = torch.eye(d, dtype=torch.float64) / d
+    return gen, params, x, mean, cov
+
+
+@pytest.mark.parametrize("depth,n", [(1, 100_000), (2, 8192)])
+def test_gaussian_closed_form_matches_large_n_simulation(depth, n):
+    d = 3
+    gen, params, x, mean, cov = _setup(d)
+    exact, _, _ = gaussian_context_flow(x, mean, cov, params, depth)
+    chol = torch.linalg.cholesky(cov)
+    devs, small = [], []
+    for _ in range(4):
+        ctx = mean + torch.randn(n, d, generator=gen, dtype=torch.float64) @ chol.T
+        devs.append(float((finite_context_flow(x, ctx, params, depth) - exact).norm(dim=1)
+                          .mean()))
+        ctx_small = mean + torch.randn(n // 64, d, generator=gen, dtype=torch.float64) @ chol.T
+        small.append(float((finite_context_flow(x, ctx_small, params, depth) - exact)
+                           .norm(dim=1).mean()))
+    # Monte-Carlo error only: 64x fewer particles give ~8x the deviation
+    assert np.mean(devs) < 2 / np.sqrt(n)
+    assert 4 < np.mean(small) / np.mean(devs) < 16
+
+
+def test_gaussian_flow_propagates_the_measure_exactly():
+    """The pushed context measure is N(T m, M S M^T): check against transporting samples."""
+    d = 2
+    gen, params, _, mean, cov = _setup(d, seed=1)
+    _, m1, s1 = gaussian_context_flow(mean[None], mean, cov, params, 1)
+    samples = mean + torch.randn(200_000, d, generator=gen, dtype=torch.float64) @ (
+        torch.linalg.cholesky(cov).T)
+    moved, _, _ = gaussian_context_flow(samples, mean, cov, params, 1)
+    assert torch.allclose(moved.mean(0), m1, atol=5e-3)
+    assert torch.allclose(torch.cov(moved.T), s1, atol=5e-3)
+
+
+def test_nearest_neighbour_limit_is_the_identity_and_error_is_the_nn_distance():
+    d = 2
+    gen, params, x, mean, cov = _setup(d)
+    exact, _, _ = gaussian_context_flow(x, mean, cov, params, 3, kind="nearest")
+    assert torch.equal(exact, x)
+    ctx = torch.randn(20000, d, generator=gen, dtype=torch.float64) / d**0.5
+    moved = finite_context_flow(x, ctx, params, 1, kind="nearest")
+    nn_dist = torch.cdist(x, ctx).min(dim=1).values
+    assert torch.allclose((moved - x).norm(dim=1), nn_dist, rtol=1e-9)  # |V| = orthogonal
+
+
+@pytest.mark.parametrize("loss", ["finite", "gaussian"])
+def test_autograd_matches_finite_differences(loss):
+    gen = torch.Generator().manual_seed(3)
+    d = 3
+    A = 0.3 * torch.randn(d + 1, d + 1, generator=gen, dtype=torch.float64)
+    V = 0.3 * torch.randn(d + 1, d + 1, generator=gen, dtype=torch.float64)
+    w = torch.randn(d, generator=gen, dtype=torch.float64)
+    xq = torch.randn(d, generator=gen, dtype=torch.float64)
+    xc = torch.randn(50, d, generator=gen, dtype=torch.float64)
+
+    def f(a, v):
+        return (icl_loss_finite(a, v, w, xq, xc) if loss == "finite"
+                else icl_loss_gaussian(a, v, w, xq))
+
+    a, v = A.clone().requires_grad_(True), V.clone().requires_grad_(True)
+    ga, gv = torch.autograd.grad(f(a, v), (a, v))
+    eps = 1e-6
+    for (i, j) in [(0, 0), (1, 2), (3, 3), (2, 0)]:
+        e = torch.zeros_like(A)
+        e[i, j] = eps
+        fd_a = (f(A + e, V) - f(A - e, V)) / (2 * eps)
+        fd_v = (f(A, V + e) - f(A, V - e)) / (2 * eps)
+        assert float(fd_a) == pytest.approx(float(ga[i, j]), rel=1e-5, abs=1e-9)
+        assert float(fd_v) == pytest.approx(float(gv[i, j]), rel=1e-5, abs=1e-9)
+
+
+def test_slope_fit_recovers_a_known_rate():
+    rng = np.random.default_rng(0)
+    n = np.array([16, 64, 256, 1024, 4096], dtype=float)
+    assert fit_loglog_slope(n, 3 * n**-0.37) == pytest.approx(-0.37)
+    errs = 3 * n**-0.37 * np.exp(0.05 * rng.standard_normal((8, len(n))))
+    mean, lo, hi = slope_with_interval(n, errs)
+    assert lo < -0.37 < hi and hi - lo < 0.1
+
+
+def test_ctxflow_smoke_run(run_dir):
+    metrics = run_paper(["+paper=ctxflow", "protocol.seeds=2", "protocol.n_values=[16,64,256]",
+                         "protocol.depths=[1,4]", "protocol.dims=[2]",
+                         "protocol.dim_study_dims=[2,4]", "protocol.dim_study_n=64",
+                         "protocol.wasserstein_max_n=64", "method.gd_steps=10"], run_dir)
+    assert -1.0 < metrics["slope_attention"] < 0
+    assert "depth_ratio_L4_over_L1" in metrics
+    assert (run_dir / "figures" / "deviation_vs_n.png").is_file()
