@@ -57,7 +57,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         instances.append(("preflib", load_preflib(ds.path)))
     else:
         for culture in ds.cultures:
-            for i in range(int(ds.instances)):
+            for _ in range(int(ds.instances)):
                 seed = int(ctx.rng.integers(2**31))
                 instances.append((culture, sample_profile(culture, ds.n_voters, ds.n_candidates,
                                                           seed, ds.mallows_phi, ds.urn_alpha)))

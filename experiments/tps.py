@@ -17,8 +17,8 @@ from methods.tps import (
     pooled_auprc,
     pooled_auroc,
     scalarized_brier,
-    trajectory_ece,
     tps,
+    trajectory_ece,
 )
 from methods.tps.predictors import fit_recalibration, paired_bootstrap_ci, predictor_families
 from methods.tps.scores import PREDICTABLE_EVERY_STEP
@@ -101,12 +101,13 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     metrics[f"last_step_{reference}_vs_final_only_gap"] = last["final_only"] - last[reference]
     metrics["ece_constant_baserate"] = board["ece"]["constant"]
     metrics[f"ece_{reference}"] = board["ece"][reference]
-    metrics[f"tps_gap_constant_vs_{reference}"] = (board["tps_brier_uniform"]["constant"]
-                                             - board["tps_brier_uniform"][reference])
-    metrics[f"scalar_brier_gap_mean_matched_vs_{reference}"] = (board["scalar_brier"]["mean_matched"]
-                                                      - board["scalar_brier"][reference])
-    metrics[f"tps_gap_mean_matched_vs_{reference}"] = (board["tps_brier_uniform"]["mean_matched"]
-                                             - board["tps_brier_uniform"][reference])
+    def gap(metric: str, other: str) -> float:
+        return board[metric][other] - board[metric][reference]
+
+    metrics[f"tps_gap_constant_vs_{reference}"] = gap("tps_brier_uniform", "constant")
+    metrics[f"scalar_brier_gap_mean_matched_vs_{reference}"] = gap("scalar_brier",
+                                                                   "mean_matched")
+    metrics[f"tps_gap_mean_matched_vs_{reference}"] = gap("tps_brier_uniform", "mean_matched")
 
     # 2. recalibration of the overconfident predictor, fit on held-out trajectories
     calib_fams = families_for(calib, ctx.rng)
@@ -117,10 +118,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                                        fmap(families["tempered"]), 0.5)
         row = {"recalibration": kind}
         for metric in ("auroc", "auprc", "ece", "tps_brier_uniform", "tps_log_uniform"):
-            fn = (CONTRASTS.get(metric) or (lambda p, y, mk, s=metric.split("_")[1]:
-                                            float(tps(p, y, mk, s, "uniform").mean())))
-            row[f"{metric}_before"] = fn(before, test.y, test.mask)
-            row[f"{metric}_after"] = fn(after, test.y, test.mask)
+            row[f"{metric}_before"] = _metric(metric, before, test)
+            row[f"{metric}_after"] = _metric(metric, after, test)
         recal_rows.append(row)
         if kind == m.recalibration.name:
             metrics["auroc_change_under_recalibration"] = row["auroc_after"] - row["auroc_before"]
@@ -152,6 +151,14 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
     ctx.save_figure("leaderboard_ranks", _rank_figure(board, list(families)))
     return metrics
+
+
+def _metric(metric: str, p: np.ndarray, d: Trajectories) -> float:
+    """A contrast metric by name, or ``tps_<score>_<schedule>``."""
+    if metric in CONTRASTS:
+        return CONTRASTS[metric](p, d.y, d.mask)
+    _, score, schedule = metric.split("_", 2)
+    return float(tps(p, d.y, d.mask, score, schedule).mean())
 
 
 def _censoring(d: Trajectories, fams: dict[str, np.ndarray], reference: str,

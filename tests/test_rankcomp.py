@@ -35,10 +35,8 @@ def _literal_pairwise(profile, outputs):
     n, m = profile.shape
     k = len(outputs)
     for a, b in itertools.permutations(range(m), 2):
-        def above(r):
-            return list(r).index(a) < list(r).index(b)
-        voters = sum(above(r) for r in profile)
-        outs = sum(above(r) for r in outputs)
+        voters = sum(list(r).index(a) < list(r).index(b) for r in profile)
+        outs = sum(list(r).index(a) < list(r).index(b) for r in outputs)
         if not ((k * voters) // n <= outs <= -(-(k * voters) // n)):
             return False
     return True

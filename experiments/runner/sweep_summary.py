@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any

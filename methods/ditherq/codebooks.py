@@ -7,7 +7,7 @@ vector; the Gaussian is its d -> infinity limit, used here for every d).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -36,7 +36,7 @@ def gaussian_cell_mse(boundaries: np.ndarray, levels: np.ndarray) -> float:
     return float(np.sum(mass * (1 + levels**2) + a_phi - b_phi - 2 * levels * first))
 
 
-@lru_cache(maxsize=None)
+@cache
 def lloyd_max_gaussian(bits: int, tol: float = 1e-12, max_iter: int = 200_000
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Lloyd-Max codebook for N(0,1) with 2^bits levels: (boundaries, centroids).
@@ -72,7 +72,7 @@ def uniform_levels(bits: int, clip: float) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[-np.inf], inner, [np.inf]]), centers
 
 
-@lru_cache(maxsize=None)
+@cache
 def uniform_clip_gaussian(bits: int) -> float:
     """The clipping range c minimizing the N(0,1) MSE of the 2^bits-level uniform quantizer."""
     res = minimize_scalar(lambda c: gaussian_cell_mse(*uniform_levels(bits, c)),

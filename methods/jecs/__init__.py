@@ -2,8 +2,8 @@
 clean for every audited model while controlling the global contamination rate (GCR)."""
 
 from methods.jecs.selection import (
-    benjamini_hochberg,
     Envelope,
+    benjamini_hochberg,
     conformal_pvalues,
     fit_envelope,
     jecs_select,

@@ -27,8 +27,8 @@ def predictor_families(q: np.ndarray, mask: np.ndarray, base_rate: float, tau: f
     - ``noisy``: sigmoid(logit q_t + noise * eps_t); ``lagged``: q_{t-1} (one step late);
     - ``constant``: the base rate at every step (calibrated, no resolution);
     - ``final_only``: the base rate, except q at the last observed step;
-    - ``mean_matched``: p_0 = q_0 + wiggle, p_1 = q_1 - wiggle, p_t = q_t after. Predictable, and its
-      trajectory mean equals the oracle's, so the scalarized Brier score cannot tell them
+    - ``mean_matched``: p_0 = q_0 + wiggle, p_1 = q_1 - wiggle, p_t = q_t after. Predictable,
+      and its trajectory mean equals the oracle's, so the scalarized Brier score cannot tell them
       apart, while TPS charges it wiggle^2 per perturbed step in expectation.
     """
     lengths = mask.sum(axis=1)

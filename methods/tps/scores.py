@@ -82,7 +82,8 @@ def censored_reduced_score(p: np.ndarray, q_stop: np.ndarray, mask: np.ndarray,
                            gamma: float = 0.9) -> np.ndarray:
     """The complete-data score projected on the stopped prefix H_Z (administrative censoring):
 
-        E[sum_{t <= Z} w_t S(p_t, Y) | H_Z] = sum_{t <= Z} w_t [q_Z S(p_t, 1) + (1 - q_Z) S(p_t, 0)].
+        E[sum_{t <= Z} w_t S(p_t, Y) | H_Z]
+            = sum_{t <= Z} w_t [q_Z S(p_t, 1) + (1 - q_Z) S(p_t, 0)].
 
     ``mask`` marks the observed prefix t <= Z. With the true q_Z (``q_stop``) this is exact;
     passing the predictor's own p_Z instead is the tractable approximation, which is not

@@ -1,0 +1,175 @@
+"""sparseshap protocol: relative error vs budget for Kernel SHAP, Leverage SHAP and Sparse
+Leverage SHAP on a sparse game and a real-data explanation game; budget needed for error
+1e-2 vs n and s."""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import DictConfig
+
+from data.tabular import load_tabular
+from experiments.runner import UserError, register_paper
+from experiments.runner.context import RunContext
+from methods.sparseshap import ESTIMATORS, CountingValueFunction
+from methods.sparseshap.games import explanation_game, random_sparse_game
+
+SPARSE_OPTIONS = ("sparsity", "decoder", "size_distribution", "mixture", "penalty")
+
+
+class Evaluator:
+    """Runs estimators on games and keeps the evaluation count honest."""
+
+    def __init__(self, cfg: DictConfig, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.total_evaluations = 0
+        m = cfg.method
+        self.sparse_kwargs = {k: (getattr(m, k).name if hasattr(getattr(m, k), "name")
+                                  else getattr(m, k)) for k in SPARSE_OPTIONS if k in m}
+
+    def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int) -> float:
+        value = CountingValueFunction(game, n)
+        kwargs = self.sparse_kwargs if estimator == "sparse_leverage_shap" else {}
+        est = ESTIMATORS[estimator](value, int(budget), self.rng, **kwargs)
+        if value.evaluations > budget:
+            raise RuntimeError(f"{estimator} used {value.evaluations} > {budget} evaluations")
+        self.total_evaluations += value.evaluations
+        if not np.all(np.isfinite(est)):
+            return float("nan")
+        return float(np.sum((est - phi) ** 2) / np.sum(phi**2))
+
+
+def _sparse_game(cfg_sparse, n: int, s: int, rng):
+    game = random_sparse_game(n, s, rng, cfg_sparse.n_pairs, cfg_sparse.n_higher,
+                              interaction_scale=cfg_sparse.interaction_scale)
+    return game, game.shapley()
+
+
+def _real_games(cfg_real, rng):
+    """(game, exact phi, n) for random explicands of a gradient-boosted tree model; exact
+    interventional Shapley values (one baseline row: the feature means) by shap.TreeExplainer."""
+    import shap
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    X, y = load_tabular(cfg_real.source, cfg_real.target)
+    model = GradientBoostingRegressor(n_estimators=100, max_depth=4, random_state=0).fit(X, y)
+    baseline = X.mean(axis=0)
+    explainer = shap.TreeExplainer(model, data=baseline[None, :],
+                                   feature_perturbation="interventional")
+    games = []
+    for row in rng.permutation(len(X)):
+        phi = np.asarray(explainer.shap_values(X[row][None, :])[0], dtype=float)
+        if np.sum(phi**2) > 1e-12:
+            games.append((explanation_game(model.predict, X[row], baseline), phi, X.shape[1]))
+        if len(games) == int(cfg_real.explicands):
+            break
+    return games
+
+
+def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, reps: int,
+                     budgets, target: float, rng) -> float:
+    """Smallest budget in the grid whose median relative error is <= target (inf if none).
+    Games of repetition r are seeded by r alone, so every n sees the same coefficients."""
+    games = [_sparse_game(cfg_sparse, n, s, np.random.default_rng([r, s])) for r in range(reps)]
+    for budget in budgets:
+        errs = [ev.relerr(estimator, g, phi, n, budget) for g, phi in games]
+        if np.nanmedian(errs) <= target:
+            return float(budget)
+    return float("inf")
+
+
+@register_paper("sparseshap")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    p, ds = cfg.protocol, cfg.dataset
+    chosen = str(cfg.method.name)
+    if chosen not in ESTIMATORS:
+        raise UserError(f"sparseshap needs method={'|'.join(ESTIMATORS)}, not '{chosen}'")
+    n, s = int(ds.sparse.n), int(ds.sparse.s)
+    default_budget = int(p.budget) if p.budget is not None else int(round(4 * s * s * np.log(n)))
+    ev = Evaluator(cfg, ctx.rng)
+    metrics: dict[str, float] = {"budget": default_budget}
+    estimators = list(ESTIMATORS) if p.compare else [chosen]
+
+    games = [_sparse_game(ds.sparse, n, s, ctx.rng) for _ in range(int(p.repetitions))]
+    budgets = sorted({int(max(8, round(f * n))) for f in p.budget_multipliers}
+                     | {default_budget}) if p.compare else [default_budget]
+    rows, curves = [], {}
+    for est in ctx.progress(estimators, "estimators (sparse game)"):
+        curves[est] = []
+        for budget in budgets:
+            errs = np.array([ev.relerr(est, g, phi, n, budget) for g, phi in games])
+            q1, med, q3 = np.nanpercentile(errs, [25, 50, 75])
+            curves[est].append((budget, q1, med, q3))
+            rows.append({"game": f"sparse_n{n}_s{s}", "estimator": est, "budget": budget,
+                         "relerr_q1": q1, "relerr_median": med, "relerr_q3": q3,
+                         "n_nan": int(np.isnan(errs).sum())})
+            if budget == default_budget:
+                key = est.removesuffix("_shap")
+                metrics[f"relerr_median_{key}"] = float(med)
+                if est == chosen:
+                    metrics["relerr_median"] = float(med)
+    metrics["smallest_budget_nan_count"] = int(sum(r["n_nan"] for r in rows))
+
+    if p.compare:
+        real = _real_games(ds.real, ctx.rng)
+        n_real = real[0][2]
+        real_budget = int(p.real_budget_multiple) * n_real
+        real_med = {}
+        for est in estimators:
+            errs = [ev.relerr(est, g, phi, nr, real_budget) for g, phi, nr in real]
+            real_med[est] = float(np.nanmedian(errs))
+            rows.append({"game": f"real_{ds.real.source}", "estimator": est,
+                         "budget": real_budget, "relerr_median": real_med[est]})
+            metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}"] = real_med[est]
+        metrics["real_game_relerr_ratio_sparse_vs_leverage"] = (
+            real_med["sparse_leverage_shap"] / real_med["leverage_shap"])
+
+        sc = p.scaling
+        scale_rows = []
+        for axis, values in (("n", sc.n_values), ("s", sc.s_values)):
+            for val in ctx.progress(list(values), f"budget vs {axis}"):
+                nn, ss = (int(val), s) if axis == "n" else (n, int(val))
+                need = budget_to_target(ev, "sparse_leverage_shap", ds.sparse, nn, ss,
+                                        int(sc.repetitions), list(sc.budgets),
+                                        float(p.target_error), ctx.rng)
+                scale_rows.append({"axis": axis, "n": nn, "s": ss, "budget_to_target": need})
+        ctx.save_table("budget_to_target", scale_rows)
+        for axis in ("n", "s"):
+            pts = [(r[axis], r["budget_to_target"]) for r in scale_rows
+                   if r["axis"] == axis and np.isfinite(r["budget_to_target"])]
+            metrics[f"budget_exponent_{axis}"] = (float(np.polyfit(
+                np.log([a for a, _ in pts]), np.log([b for _, b in pts]), 1)[0])
+                if len(pts) >= 2 else float("nan"))
+        ctx.save_figure("relerr_vs_budget", _figure(curves, n, s, default_budget, scale_rows))
+    else:
+        metrics["budget_to_target"] = budget_to_target(
+            ev, chosen, ds.sparse, n, s, int(p.scaling.repetitions), list(p.scaling.budgets),
+            float(p.target_error), ctx.rng)
+    ctx.save_table("relerr", rows)
+    metrics["evaluations_counted"] = ev.total_evaluations
+    return metrics
+
+
+def _figure(curves, n, s, default_budget, scale_rows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, (est, pts) in enumerate(curves.items()):
+        b, q1, med, q3 = map(np.array, zip(*pts, strict=True))
+        left.loglog(b, med, "o-", color=f"C{i}", label=est)
+        left.fill_between(b, q1, q3, color=f"C{i}", alpha=0.2)
+    left.axvline(default_budget, color="k", ls=":", label="4 s^2 log n")
+    left.set(xlabel="budget m (evaluations)", ylabel="relative error (median, IQR)",
+             title=f"sparse game n={n}, s={s}")
+    left.legend(fontsize=8)
+    for axis, marker in (("n", "o-"), ("s", "s-")):
+        pts = [(r[axis], r["budget_to_target"]) for r in scale_rows if r["axis"] == axis]
+        right.loglog(*zip(*pts, strict=True), marker, base=2,
+                     label=f"vs {axis} ({'s=' + str(s) if axis == 'n' else 'n=' + str(n)})")
+    right.set(xlabel="n or s", ylabel="budget for median error 1e-2",
+              title="Sparse Leverage SHAP: budget needed")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,106 @@
+"""Coalition samplers: with replacement from a size distribution (Kernel SHAP), and without
+replacement, paired with complements, with per-size budgets proportional to a size weight
+capped by the number of coalitions of that size (Leverage SHAP, Sparse Leverage SHAP)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import comb
+
+
+def _random_subsets(n: int, size: int, count: int, rng: np.random.Generator,
+                    must_contain: int | None = None) -> np.ndarray:
+    """``count`` distinct subsets of the given size, uniformly, as 0/1 rows."""
+    pool_n = n - (must_contain is not None)
+    pool_size = size - (must_contain is not None)
+    total = comb(pool_n, pool_size, exact=True)
+    if count > total:
+        raise ValueError(f"asked for {count} distinct subsets out of {total}")
+    others = np.array([i for i in range(n) if i != must_contain])
+    seen: set[bytes] = set()
+    rows = []
+    if total <= max(4 * count, 20_000):  # small space: choose indices among all subsets
+        from itertools import combinations
+
+        combos = list(combinations(range(pool_n), pool_size))
+        for idx in rng.choice(len(combos), size=count, replace=False):
+            row = np.zeros(n, dtype=np.int8)
+            row[others[list(combos[idx])]] = 1
+            rows.append(row)
+    else:  # large space: rejection of duplicates (rare)
+        while len(rows) < count:
+            row = np.zeros(n, dtype=np.int8)
+            row[others[rng.choice(pool_n, size=pool_size, replace=False)]] = 1
+            key = row.tobytes()
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+    if must_contain is not None:
+        for row in rows:
+            row[must_contain] = 1
+    return np.array(rows, dtype=np.int8).reshape(count, n)
+
+
+def pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, int]:
+    """Number of complement pairs to draw for each size s <= n/2.
+
+    Pairs cost two evaluations; the empty and full coalitions take two more. Target pairs per
+    size are c * (weight(s) + weight(n - s)) capped at the number of distinct pairs (water
+    filling on c), then rounded down with the remainder going to the largest fractions.
+    """
+    pairs = max(0, (budget - 2) // 2)
+    half = range(1, n // 2 + 1)
+    cap = {s: comb(n, s, exact=True) // (2 if 2 * s == n else 1) for s in half}
+    want = {s: float(size_weight[s - 1] + (size_weight[n - s - 1] if 2 * s != n else 0.0))
+            for s in half}
+    pairs = min(pairs, sum(cap.values()))
+    lo, hi = 0.0, float(pairs) / min(w for w in want.values() if w > 0) + 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if sum(min(cap[s], mid * want[s]) for s in half) < pairs:
+            lo = mid
+        else:
+            hi = mid
+    real = {s: min(cap[s], hi * want[s]) for s in half}
+    count = {s: int(np.floor(real[s])) for s in half}
+    left = pairs - sum(count.values())
+    for s in sorted(half, key=lambda s: -(real[s] - count[s])):
+        if left <= 0:
+            break
+        if count[s] < cap[s]:
+            count[s] += 1
+            left -= 1
+    return count
+
+
+def paired_without_replacement(n: int, budget: int, size_weight: np.ndarray,
+                               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Coalitions (rows) and their inclusion probabilities. Every sampled z comes with its
+    complement; at size n/2 (n even) sets containing player n-1 are drawn so that a set and
+    its complement are never drawn twice. The empty and full coalitions are not included."""
+    rows, probs = [], []
+    for s, count in pairs_per_size(n, budget, size_weight).items():
+        if count == 0:
+            continue
+        if 2 * s == n:
+            subsets = _random_subsets(n, s, count, rng, must_contain=n - 1)
+            p = count / (comb(n, s, exact=True) / 2)
+        else:
+            subsets = _random_subsets(n, s, count, rng)
+            p = count / comb(n, s, exact=True)
+        rows += [subsets, 1 - subsets]
+        probs += [np.full(2 * count, p)]
+    if not rows:
+        return np.zeros((0, n), dtype=np.int8), np.zeros(0)
+    return np.concatenate(rows), np.concatenate(probs)
+
+
+def kernel_with_replacement(n: int, budget: int, rng: np.random.Generator) -> np.ndarray:
+    """Kernel SHAP: budget - 2 coalitions i.i.d., size ~ (n - 1) / (s (n - s)), then uniform."""
+    sizes = np.arange(1, n)
+    p = 1.0 / (sizes * (n - sizes))
+    draws = rng.choice(sizes, size=max(0, budget - 2), p=p / p.sum())
+    rows = np.zeros((len(draws), n), dtype=np.int8)
+    for row, s in zip(rows, draws, strict=True):
+        row[rng.choice(n, size=s, replace=False)] = 1
+    return rows

@@ -1,0 +1,157 @@
+"""sparseshap: exact values three ways, sampler properties, full-budget exactness, shap
+library agreement, closed-form sparse leverage vs brute force, smoke run."""
+
+from __future__ import annotations
+
+import itertools
+from math import factorial
+
+import numpy as np
+import pytest
+from scipy.special import comb
+
+from methods.sparseshap import (
+    ESTIMATORS,
+    CountingValueFunction,
+    exact_shapley,
+    sparse_leverage_bruteforce,
+    sparse_leverage_by_size,
+)
+from methods.sparseshap.estimators import constrained_wls
+from methods.sparseshap.games import SparseGame, all_coalitions, random_sparse_game
+from methods.sparseshap.leverage import shapley_kernel
+from methods.sparseshap.sampling import paired_without_replacement, pairs_per_size
+
+from .conftest import run_paper
+
+
+def _random_game(n, rng):
+    table = rng.standard_normal(2**n)
+    table[0] = 0.0
+
+    def value(z):
+        return table[(z.astype(np.int64) << np.arange(n)).sum(axis=1)]
+
+    return value
+
+
+def test_exact_enumeration_equals_permutation_formula_and_regression():
+    n, rng = 8, np.random.default_rng(0)
+    value = _random_game(n, rng)
+    phi = exact_shapley(value, n)
+    perm = np.zeros(n)
+    for order in itertools.permutations(range(n)):
+        z = np.zeros((1, n), dtype=np.int8)
+        prev = value(z)[0]
+        for i in order:
+            z[0, i] = 1
+            cur = value(z)[0]
+            perm[i] += cur - prev
+            prev = cur
+    np.testing.assert_allclose(phi, perm / factorial(n), atol=1e-10)
+    Z = all_coalitions(n)[1:-1]
+    v = value(all_coalitions(n))
+    reg = constrained_wls(Z, v[1:-1] - v[0], shapley_kernel(n, Z.sum(axis=1)), v[-1] - v[0])
+    np.testing.assert_allclose(reg, phi, atol=1e-10)
+
+
+def test_worked_example():
+    game = SparseGame(8, [((1,), 3.0), ((4,), -2.0), ((1, 4), 1.5), ((1, 2, 4), 0.5)])
+    expected = [0, 3.9167, 0.1667, 0, -1.0833, 0, 0, 0]
+    np.testing.assert_allclose(exact_shapley(game, 8), expected, atol=1e-4)
+    np.testing.assert_allclose(game.shapley(), expected, atol=1e-4)
+
+
+def test_sparse_game_closed_form_matches_enumeration():
+    game = random_sparse_game(12, 5, np.random.default_rng(1))
+    np.testing.assert_allclose(game.shapley(), exact_shapley(game, 12), atol=1e-10)
+
+
+def test_sampler_pairs_no_duplicates_and_inclusion_probabilities():
+    n, budget, rng = 9, 200, np.random.default_rng(2)
+    weights = np.ones(n - 1)
+    Z, probs = paired_without_replacement(n, budget, weights, rng)
+    keys = {row.tobytes() for row in Z}
+    assert len(keys) == len(Z) <= budget - 2
+    assert all((1 - row).astype(np.int8).tobytes() in keys for row in Z)
+    counts = pairs_per_size(n, budget, weights)
+    for s, c in counts.items():
+        at_size = Z.sum(axis=1) == s
+        assert at_size.sum() == c
+        assert np.allclose(probs[at_size], c / comb(n, s, exact=True))
+    # empirical inclusion frequency of one fixed coalition matches p
+    target = np.zeros(n, dtype=np.int8)
+    target[:3] = 1
+    hits = sum(target.tobytes() in {r.tobytes() for r in
+                                    paired_without_replacement(n, budget, weights, rng)[0]}
+               for _ in range(2000))
+    p = counts[3] / comb(n, 3, exact=True)
+    assert abs(hits / 2000 - p) < 4 * np.sqrt(p * (1 - p) / 2000)
+
+
+@pytest.mark.parametrize("estimator", ["leverage_shap", "sparse_leverage_shap"])
+def test_full_budget_gives_exact_values(estimator):
+    n, rng = 7, np.random.default_rng(3)
+    value = _random_game(n, rng)
+    phi = exact_shapley(value, n)
+    counting = CountingValueFunction(value, n)
+    kwargs = {"decoder": "none"} if estimator == "sparse_leverage_shap" else {}
+    est = ESTIMATORS[estimator](counting, 2**n, rng, **kwargs)
+    assert counting.evaluations == 2**n
+    np.testing.assert_allclose(est, phi, atol=1e-8)
+
+
+def test_kernel_shap_agrees_with_the_shap_package():
+    import shap
+
+    rng = np.random.default_rng(4)
+    n = 6
+    weights = rng.standard_normal(n)
+
+    def model(x):
+        return x @ weights + 0.8 * x[:, 0] * x[:, 1] * x[:, 2] - 0.5 * x[:, 3] * x[:, 4]
+
+    x, base = rng.standard_normal(n), np.zeros(n)
+    theirs = shap.KernelExplainer(model, base[None, :]).shap_values(x[None, :], nsamples=2000,
+                                                                    l1_reg=False,
+                                                                    silent=True)[0]
+    from methods.sparseshap.games import explanation_game
+
+    ours = ESTIMATORS["kernel_shap"](CountingValueFunction(explanation_game(model, x, base), n),
+                                     4000, rng)
+    exact = exact_shapley(explanation_game(model, x, base), n)
+    np.testing.assert_allclose(theirs, exact, atol=1e-6)  # small n: shap enumerates
+    np.testing.assert_allclose(ours, theirs, atol=0.05 * np.abs(exact).max())
+
+
+@pytest.mark.parametrize("n,k", [(6, 1), (6, 2), (7, 3), (8, 2)])
+def test_sparse_leverage_closed_form_equals_brute_force(n, k):
+    np.testing.assert_allclose(sparse_leverage_by_size(n, k), sparse_leverage_bruteforce(n, k),
+                               rtol=1e-10)
+
+
+def test_dense_leverage_is_one_over_binomial():
+    n = 7
+    tau = sparse_leverage_by_size(n, n - 1)  # k = n - 1: all (rank n - 1) columns
+    np.testing.assert_allclose(tau, 1 / comb(n, np.arange(1, n)), rtol=1e-10)
+
+
+def test_smallest_budgets_give_finite_estimates():
+    rng = np.random.default_rng(5)
+    game = random_sparse_game(200, 5, rng)
+    for estimator in ESTIMATORS:
+        for budget in (2, 3, 10, 50):
+            value = CountingValueFunction(game, 200)
+            est = ESTIMATORS[estimator](value, budget, rng)
+            assert np.all(np.isfinite(est)) and value.evaluations <= budget
+
+
+def test_sparseshap_smoke_run(run_dir):
+    metrics = run_paper(["+paper=sparseshap", "dataset.sparse.n=60", "protocol.repetitions=3",
+                         "dataset.real.source=diabetes", "dataset.real.explicands=3",
+                         "protocol.scaling.n_values=[30,60]", "protocol.scaling.s_values=[2,3]",
+                         "protocol.scaling.repetitions=2",
+                         "protocol.scaling.budgets=[32,128,512]"], run_dir)
+    assert metrics["relerr_median_sparse_leverage"] < metrics["relerr_median_kernel"]
+    assert metrics["evaluations_counted"] > 0
+    assert (run_dir / "figures" / "relerr_vs_budget.png").is_file()
