@@ -1,0 +1,25 @@
+"""Joint train-and-test robustness certificates from DP composition and randomized smoothing
+(abstract 3): a mechanism's privacy profile delta(eps), composed over heterogeneous
+components (PLD accounting), gives a certificate through its tradeoff function."""
+
+from methods.dpcert.accounting import (
+    EPS_GRID,
+    dpa_poisoning_pld,
+    dpsgd_group_pld,
+    gaussian_pld,
+    gaussian_profile,
+    profile_of,
+)
+from methods.dpcert.certify import (
+    clopper_pearson,
+    cohen_radius,
+    dpa_vote_certificate,
+    is_certified,
+    tradeoff,
+)
+
+__all__ = [
+    "EPS_GRID", "clopper_pearson", "cohen_radius", "dpa_poisoning_pld", "dpa_vote_certificate",
+    "dpsgd_group_pld", "gaussian_pld", "gaussian_profile", "is_certified", "profile_of",
+    "tradeoff",
+]
