@@ -32,30 +32,28 @@ def tiny_lm_key(cfg) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def build_model(cfg):
+def build_model(cfg, vocab_size: int | None = None, pad_id: int | None = None):
+    """A Llama-config model (``cfg``: layers, hidden, heads); addition vocabulary by default."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from data.arithmetic import PAD, VOCAB_SIZE
 
-    config = LlamaConfig(vocab_size=VOCAB_SIZE, hidden_size=cfg.hidden,
+    vocab_size = VOCAB_SIZE if vocab_size is None else vocab_size
+    pad_id = PAD if pad_id is None else pad_id
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=cfg.hidden,
                          intermediate_size=2 * cfg.hidden, num_hidden_layers=cfg.layers,
                          num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
-                         max_position_embeddings=128, pad_token_id=PAD, bos_token_id=None,
+                         max_position_embeddings=128, pad_token_id=pad_id, bos_token_id=None,
                          eos_token_id=None, tie_word_embeddings=True)
     return LlamaForCausalLM(config)
 
 
-def train_tiny_lm(cfg, out_dir: Path, device: str = "cpu"):
-    """Train with Lightning and save with ``save_pretrained`` to ``out_dir``."""
+def train_causal_lm(model, data, steps: int, batch_size: int, lr: float, seed: int,
+                    device: str = "cpu"):
+    """Train a transformers causal LM with Lightning on a `datasets.Dataset` of
+    ``input_ids``/``labels`` (AdamW, one-cycle schedule). Returns the trained model."""
     import lightning as L
     import torch
-
-    from data.arithmetic import training_dataset
-
-    torch.manual_seed(int(cfg.seed))
-    data = training_dataset(int(cfg.train_examples), list(cfg.horizons), float(cfg.noise),
-                            np.random.default_rng(int(cfg.seed))).with_format("torch")
-    model = build_model(cfg)
 
     class Module(L.LightningModule):
         def __init__(self) -> None:
@@ -66,18 +64,30 @@ def train_tiny_lm(cfg, out_dir: Path, device: str = "cpu"):
             return self.model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
 
         def configure_optimizers(self):
-            opt = torch.optim.AdamW(self.parameters(), lr=float(cfg.lr), weight_decay=0.01)
-            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(cfg.lr),
-                                                        total_steps=int(cfg.steps))
+            opt = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=0.01)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
             return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    loader = torch.utils.data.DataLoader(data, batch_size=int(cfg.batch_size), shuffle=True,
-                                         generator=torch.Generator().manual_seed(int(cfg.seed)))
+    torch.manual_seed(seed)
+    loader = torch.utils.data.DataLoader(data.with_format("torch"), batch_size=batch_size,
+                                         shuffle=True,
+                                         generator=torch.Generator().manual_seed(seed))
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    trainer = L.Trainer(max_steps=int(cfg.steps), accelerator="gpu" if device.startswith(
-        "cuda") else "cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=True)
+    trainer = L.Trainer(max_steps=steps, accelerator="gpu" if device.startswith("cuda")
+                        else "cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=True)
     trainer.fit(Module(), loader)
+    return model
+
+
+def train_tiny_lm(cfg, out_dir: Path, device: str = "cpu"):
+    """Train the addition model and save it with ``save_pretrained`` to ``out_dir``."""
+    from data.arithmetic import training_dataset
+
+    data = training_dataset(int(cfg.train_examples), list(cfg.horizons), float(cfg.noise),
+                            np.random.default_rng(int(cfg.seed)))
+    model = train_causal_lm(build_model(cfg), data, int(cfg.steps), int(cfg.batch_size),
+                            float(cfg.lr), int(cfg.seed), device)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     return model

@@ -100,3 +100,30 @@ def test_jecs_smoke_run(run_dir):
     assert metrics["power_jecs"] >= metrics["power_maxp_bh"]
     assert 0 <= metrics["benchmark_overlap_per_model_min"] <= 1
     assert (run_dir / "figures" / "gcr_power_vs_alpha.png").is_file()
+
+
+def test_min_k_percent_matches_a_direct_computation():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from data.membership import min_k_percent
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=12, hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2,
+                                         num_key_value_heads=2, bos_token_id=None,
+                                         eos_token_id=None, pad_token_id=0)).eval()
+    items = np.random.default_rng(0).integers(0, 12, size=(3, 11))
+    scores = min_k_percent(model, items, 20)
+    for item, score in zip(items, scores, strict=True):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=torch.tensor([item])).logits[0, :-1], -1)
+        token_lp = np.sort([float(logp[t, item[t + 1]]) for t in range(10)])
+        assert score == pytest.approx(token_lp[:2].mean(), abs=1e-5)  # ceil(10 * 20%) = 2
+
+
+def test_jecs_lm_scores_smoke_run(run_dir):
+    metrics = run_paper(["+paper=jecs", "dataset=lm_membership", "dataset.n_items=80",
+                         "dataset.n_models=2", "dataset.lm.steps=5", "method.n_boot=10"],
+                        run_dir)
+    assert 0 <= metrics["lm_fdp_jecs"] <= 1 and 0 <= metrics["lm_power_jecs"] <= 1
