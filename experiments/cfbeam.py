@@ -128,8 +128,9 @@ def _lm_tasks(cfg, tokenizer, rng):
 
     def to_ids(question):
         if cfg.model.get("chat_template", False):
-            return tokenizer.apply_chat_template([{"role": "user", "content": question}],
-                                                 add_generation_prompt=True, tokenize=True)
+            text = tokenizer.apply_chat_template([{"role": "user", "content": question}],
+                                                 add_generation_prompt=True, tokenize=False)
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
         return tokenizer(question)["input_ids"]
 
     def last_number(y):
