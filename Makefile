@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-PAPER  ?= ditherq
-SWEEP  ?= $(PAPER)_bits
+PAPER  ?= cfbeam
+SWEEP  ?=
 ARGS   ?=
 
 # One torch thread: tiny models run up to 100x slower when two threads share two cores.
@@ -17,7 +17,7 @@ TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SIL
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: PAPER=<key> (default ditherq), SWEEP=<name>, ARGS='key=value ...'"
+	@echo "  variables: PAPER=<key> (default cfbeam), SWEEP=<name>, ARGS='key=value ...'"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,8 @@ lint: $(STAMP)  ## ruff
 	$(PY) -m ruff check .
 
 sweep: $(STAMP)  ## a named sweep: make sweep PAPER=ditherq SWEEP=ditherq_bits
+	@if [ -z "$(SWEEP)" ]; then echo "set SWEEP=<name>; sweeps for $(PAPER):"; \
+		ls conf/sweep | grep "^$(PAPER)_" | sed 's/.yaml$$//; s/^/  /'; exit 1; fi
 	$(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS)
 
 report: $(STAMP)  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
