@@ -159,10 +159,7 @@ def _lm_tasks(cfg, tokenizer, rng):
                int(ds.max_new_tokens), last_number)
 
 
-def lm_experiment(cfg, ctx, s) -> tuple[dict, list]:
-    from models.loader import load_causal_lm
-
-    model, tokenizer = load_causal_lm(cfg.model, ctx.device, ctx.cache_dir)
+def lm_experiment(cfg, ctx, s, model, tokenizer) -> tuple[dict, list]:
     n_seq = s["B"] * s["N"]  # equal per-step budget: B beams x N samples = N sequences
     noise = float(cfg.method.get("reward_noise", 0.0))
     results, rows = {}, []
@@ -210,10 +207,13 @@ def lm_experiment(cfg, ctx, s) -> tuple[dict, list]:
 
 @register_paper("cfbeam")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    from models.loader import load_causal_lm
+
     s = _beam_settings(cfg.method)
+    model, tokenizer = load_causal_lm(cfg.model, ctx.device, ctx.cache_dir)  # fail fast
     metrics, tree_rows, tree_curves = tree_experiment(cfg, ctx, s)
     ctx.save_table("tree", tree_rows)
-    lm_metrics, lm_rows, accuracy = lm_experiment(cfg, ctx, s)
+    lm_metrics, lm_rows, accuracy = lm_experiment(cfg, ctx, s, model, tokenizer)
     metrics.update(lm_metrics)
     ctx.save_table("lm_prompts", lm_rows)
     ctx.save_table("lm_accuracy", [{"method": k[0], "horizon": k[1], "accuracy": v}

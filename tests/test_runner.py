@@ -139,6 +139,7 @@ def test_wandb_offline_run_holds_the_figure(tmp_path, monkeypatch):
     (("+paper=ditherq", "method=turboqant"), "turboqant"),
     (("+paper=ditherq", "device=cuda"), "no CUDA GPU"),
     (("+paper=ditherq", "hydra.run.dir=/proc/paperlab"), "not writable"),
+    (("+paper=cfbeam", "model=qwen3-4b"), "not in the local Hugging Face cache"),
 ])
 def test_user_mistakes_give_one_clear_line(args, message):
     proc = _cli(*args)
