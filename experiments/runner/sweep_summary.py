@@ -122,6 +122,9 @@ def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
                         yerr=[r[f"{metric}_std"] for r in members], marker="o",
                         capsize=3, label=label)
         ax.set_xlabel(x_key)
+        xs_all = [float(r[x_key]) for r in rows]
+        if min(xs_all) > 0 and max(xs_all) / min(xs_all) > 20:
+            ax.set_xscale("log")
         ax.legend(fontsize=7)
     else:
         labels = [", ".join(f"{k}={r.get(k)}" for k in swept) for r in rows]
