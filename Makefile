@@ -30,33 +30,33 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)  ## create .venv and install paperlab (torch pinned by constraints.txt)
 
-run: $(STAMP)  ## run one paper on its embedded default: make run PAPER=ditherq ARGS='seed=1'
+run: install  ## run one paper on its embedded default: make run PAPER=ditherq ARGS='seed=1'
 	$(PY) run.py +paper=$(PAPER) $(ARGS)
 
-test: $(STAMP)  ## fast tests (CPU, offline)
+test: install  ## fast tests (CPU, offline)
 	$(TEST_ENV) $(PY) -m pytest -q $(ARGS)
 
-test-slow: $(STAMP)  ## slow tests (multirun launchers, longer runs)
+test-slow: install  ## slow tests (multirun launchers, longer runs)
 	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)
 
-test-gpu: $(STAMP)  ## tests that need a CUDA GPU
+test-gpu: install  ## tests that need a CUDA GPU
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)
 
-bench: $(STAMP)  ## speed benchmarks, measured side by side in one process
+bench: install  ## speed benchmarks, measured side by side in one process
 	@for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
-lint: $(STAMP)  ## ruff
+lint: install  ## ruff
 	$(PY) -m ruff check .
 
-sweep: $(STAMP)  ## a named sweep: make sweep PAPER=ditherq SWEEP=ditherq_bits
+sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=ditherq_bits
 	@if [ -z "$(SWEEP)" ]; then echo "set SWEEP=<name>; sweeps for $(PAPER):"; \
 		ls conf/sweep | grep "^$(PAPER)_" | sed 's/.yaml$$//; s/^/  /'; exit 1; fi
 	$(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS)
 
-report: $(STAMP)  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
+report: install  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1))
 
-list: $(STAMP)  ## the papers and their one-line claims
+list: install  ## the papers and their one-line claims
 	@$(PY) -c 'from experiments.runner.registry import paper_claims; \
 	[print(f"{k:<12} {c}") for k, c in paper_claims().items()]'
 

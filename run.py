@@ -15,7 +15,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from experiments.runner.errors import UserError
+from experiments.runner.errors import UserError, ensure_writable
 from experiments.runner.job import execute
 from experiments.runner.registry import check_paper, known_papers
 from experiments.schemas import register_schemas
@@ -37,14 +37,7 @@ def check_output_arguments(argv: list[str]) -> None:
     for arg in argv:
         key, _, value = arg.lstrip("+").partition("=")
         if key in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
-            try:
-                Path(value).mkdir(parents=True, exist_ok=True)
-                probe = Path(value) / ".write_probe"
-                probe.write_text("")
-                probe.unlink()
-            except OSError as err:
-                raise UserError(f"{key}={value} is not writable ({err.strerror}); "
-                                "choose a folder you can write to") from None
+            ensure_writable(Path(value), f"{key}={value}")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

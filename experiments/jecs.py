@@ -34,6 +34,34 @@ def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
     return float((a & b).sum() / union) if union else 1.0
 
 
+class Procedures:
+    """Every selection procedure on one audit's per-model p-values (items x models); the
+    max-p envelope is fitted once and reused for every level alpha."""
+
+    def __init__(self, per_model_p: np.ndarray, m, rng: np.random.Generator) -> None:
+        self.per_model_p, self.m = per_model_p, m
+        self.p = max_p(per_model_p)
+        envelope = fit_envelope(self.p, per_model_p.shape[1], m.family.name,
+                                tail_threshold(self.p, m.threshold_rule.name), int(m.n_boot),
+                                rng=rng)
+        self.p_env = envelope(self.p)
+
+    def select(self, alpha: float) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        """{procedure: selected mask} at level alpha, and the per-model selections."""
+        lam = self.m.storey_lambda
+        per_model = [storey_bh(self.per_model_p[:, k], alpha, lam)
+                     for k in range(self.per_model_p.shape[1])]
+        return {"maxp_bh": benjamini_hochberg(self.p, alpha),
+                "maxp_storey": storey_bh(self.p, alpha, lam),
+                "per_model_union": np.any(per_model, axis=0),
+                "jecs": storey_bh(self.p_env, alpha, lam)}, per_model
+
+
+def min_overlap(per_model: list[np.ndarray]) -> float:
+    """Smallest pairwise Jaccard overlap of the per-model selections."""
+    return min(_jaccard(a, b) for a, b in combinations(per_model, 2))
+
+
 def one_audit(scores, m, alphas, rng) -> tuple[dict, float]:
     """All procedures on one synthetic audit: {(procedure, alpha): (GCP, power)}, and the
     minimum pairwise Jaccard overlap of the per-model selections at the headline alpha."""
@@ -41,24 +69,14 @@ def one_audit(scores, m, alphas, rng) -> tuple[dict, float]:
         conformal_pvalues(cal, scores.scores[:, k], m.randomized_pvalues, rng)
         for k, cal in enumerate(scores.calibration)])
     null = scores.contaminated.any(axis=1)
-    p = max_p(per_model_p)
-    envelope = fit_envelope(p, per_model_p.shape[1], m.family.name,
-                            tail_threshold(p, m.threshold_rule.name), int(m.n_boot), rng=rng)
-    p_env = envelope(p)
+    procedures = Procedures(per_model_p, m, rng)
     out, overlap = {}, 1.0
     for alpha in alphas:
-        per_model = [storey_bh(per_model_p[:, k], alpha, m.storey_lambda)
-                     for k in range(per_model_p.shape[1])]
-        selections = {
-            "maxp_bh": benjamini_hochberg(p, alpha),
-            "maxp_storey": storey_bh(p, alpha, m.storey_lambda),
-            "per_model_union": np.any(per_model, axis=0),
-            "jecs": storey_bh(p_env, alpha, m.storey_lambda),
-        }
+        selections, per_model = procedures.select(alpha)
         for name, sel in selections.items():
             out[(name, alpha)] = _fdp_power(sel, null)
         if np.isclose(alpha, m.alpha) and len(per_model) > 1:
-            overlap = min(_jaccard(a, b) for a, b in combinations(per_model, 2))
+            overlap = min_overlap(per_model)
     return out, overlap
 
 
@@ -83,18 +101,9 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         scores = min_k_percent(lm, items, float(ds.k_percent))
         per_model_p.append(conformal_pvalues(scores[public], scores[audited],
                                              m.randomized_pvalues, ctx.rng))
-    per_model_p = np.column_stack(per_model_p)
     null = contaminated.any(axis=1)
-    p = max_p(per_model_p)
-    envelope = fit_envelope(p, per_model_p.shape[1], m.family.name,
-                            tail_threshold(p, m.threshold_rule.name), int(m.n_boot), rng=ctx.rng)
-    a = float(m.alpha)
-    per_model = [storey_bh(per_model_p[:, k], a, m.storey_lambda)
-                 for k in range(per_model_p.shape[1])]
-    selections = {"maxp_bh": benjamini_hochberg(p, a),
-                  "maxp_storey": storey_bh(p, a, m.storey_lambda),
-                  "per_model_union": np.any(per_model, axis=0),
-                  "jecs": storey_bh(envelope(p), a, m.storey_lambda)}
+    selections, per_model = Procedures(np.column_stack(per_model_p), m, ctx.rng).select(
+        float(m.alpha))
     metrics, rows = {}, []
     for name, sel in selections.items():
         fdp, power = _fdp_power(sel, null)
@@ -102,8 +111,7 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         rows.append({"procedure": name, "selected": int(sel.sum()), "fdp": fdp, "power": power})
     metrics["lm_contaminated_fraction"] = float(null.mean())
     if len(per_model) > 1:
-        metrics["benchmark_overlap_per_model_min"] = min(
-            _jaccard(x, y) for x, y in combinations(per_model, 2))
+        metrics["benchmark_overlap_per_model_min"] = min_overlap(per_model)
     ctx.save_table("lm_selection", rows)
     return metrics
 

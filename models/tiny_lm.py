@@ -55,6 +55,8 @@ def train_causal_lm(model, data, steps: int, batch_size: int, lr: float, seed: i
     import lightning as L
     import torch
 
+    from models.trainer import quiet_trainer
+
     class Module(L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
@@ -72,10 +74,7 @@ def train_causal_lm(model, data, steps: int, batch_size: int, lr: float, seed: i
     loader = torch.utils.data.DataLoader(data.with_format("torch"), batch_size=batch_size,
                                          shuffle=True,
                                          generator=torch.Generator().manual_seed(seed))
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    trainer = L.Trainer(max_steps=steps, accelerator="gpu" if device.startswith("cuda")
-                        else "cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_model_summary=False, enable_progress_bar=True)
+    trainer = quiet_trainer(device, progress_bar=True, max_steps=steps)
     trainer.fit(Module(), loader)
     return model
 

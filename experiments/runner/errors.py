@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -18,3 +19,16 @@ def did_you_mean(kind: str, name: str, known: list[str]) -> UserError:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]}?" if close else ""
     return UserError(f"unknown {kind} '{name}'{hint} known: {', '.join(sorted(known))}")
+
+
+def ensure_writable(folder: Path, what: str) -> None:
+    """Create ``folder`` and write a probe file in it; ``UserError`` naming ``what`` (the
+    setting the user controls) when that fails."""
+    probe = Path(folder) / ".write_probe"
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"{what} is not writable ({err.strerror}); choose a folder you can "
+                        "write to (paths.output_dir or hydra.run.dir)") from None

@@ -21,7 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.runner.context import RunContext
-from experiments.runner.errors import UserError
+from experiments.runner.errors import UserError, ensure_writable
 from experiments.runner.registry import known_papers, load_protocol
 from experiments.runner.results import (
     clean_metrics,
@@ -64,7 +64,7 @@ def _execute(cfg: DictConfig, output_dir: Path, hydra_cfg: Any, multirun: bool) 
             log.info("skipping: %s already holds results for this config", output_dir)
             return previous["metrics"]
 
-    _check_writable(output_dir)
+    ensure_writable(output_dir, f"output folder {output_dir}")
     (output_dir / "failed.json").unlink(missing_ok=True)
     log.info("resolved config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -111,17 +111,6 @@ def _execute(cfg: DictConfig, output_dir: Path, hydra_cfg: Any, multirun: bool) 
         mirror.finish(exit_code=0)
     _print_metrics(key, metrics, output_dir)
     return metrics
-
-
-def _check_writable(output_dir: Path) -> None:
-    probe = output_dir / ".write_probe"
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise UserError(f"output folder {output_dir} is not writable ({err.strerror}); "
-                        "point paths.output_dir or hydra.run.dir somewhere writable") from err
 
 
 def _start_wandb(cfg, key, choices, overrides, output_dir, hydra_cfg, multirun):

@@ -138,45 +138,49 @@ def sample_sequences(policy: NextTokenPolicy, n: int, max_steps: int,
     return seqs
 
 
-def best_of_n(policy, n, max_steps, reward, rng) -> SearchResult:
-    """Best-of-N: N full samples, the one with the highest outcome reward."""
+def _independent_samples(policy, n, max_steps, rng) -> tuple[list[tuple[int, ...]], Budget]:
+    """n ancestral samples with their budget (sampled tokens and forward calls)."""
     budget = Budget()
     calls_before = policy.forward_calls
     seqs = sample_sequences(policy, n, max_steps, rng, budget)
+    budget.forward_calls = policy.forward_calls - calls_before
+    return seqs, budget
+
+
+def _pick(seqs: list[tuple[int, ...]], index: int, budget: Budget) -> SearchResult:
+    return SearchResult(seqs[index], [Beam(s, 0.0) for s in seqs], budget)
+
+
+def best_of_n(policy, n, max_steps, reward, rng) -> SearchResult:
+    """Best-of-N: N full samples, the one with the highest outcome reward."""
+    seqs, budget = _independent_samples(policy, n, max_steps, rng)
     rewards = [reward(s) for s in seqs]
-    budget.reward_calls, budget.forward_calls = n, policy.forward_calls - calls_before
-    return SearchResult(seqs[int(np.argmax(rewards))], [Beam(s, 0.0) for s in seqs], budget)
+    budget.reward_calls = n
+    return _pick(seqs, int(np.argmax(rewards)), budget)
 
 
 def majority_vote(policy, n, max_steps, answer: Callable[[tuple[int, ...]], object], rng
                   ) -> SearchResult:
     """Self-consistency: the sample whose extracted answer is the most frequent."""
-    budget = Budget()
-    calls_before = policy.forward_calls
-    seqs = sample_sequences(policy, n, max_steps, rng, budget)
+    seqs, budget = _independent_samples(policy, n, max_steps, rng)
     answers = [answer(s) for s in seqs]
     mode = Counter(answers).most_common(1)[0][0]
-    budget.forward_calls = policy.forward_calls - calls_before
-    return SearchResult(seqs[answers.index(mode)], [Beam(s, 0.0) for s in seqs], budget)
+    return _pick(seqs, answers.index(mode), budget)
 
 
 def best_of_majority(policy, n, max_steps, reward, answer, rng, alpha: float
                      ) -> SearchResult:
     """Best-of-Majority (Di et al.): keep samples whose answer has frequency >= alpha, then
     the highest reward among them (the mode if none passes)."""
-    budget = Budget()
-    calls_before = policy.forward_calls
-    seqs = sample_sequences(policy, n, max_steps, rng, budget)
+    seqs, budget = _independent_samples(policy, n, max_steps, rng)
     answers = [answer(s) for s in seqs]
     freq = Counter(answers)
     keep = [i for i, a in enumerate(answers) if freq[a] / n >= alpha]
     if not keep:
-        mode = freq.most_common(1)[0][0]
-        keep = [answers.index(mode)]
+        keep = [answers.index(freq.most_common(1)[0][0])]
     rewards = [reward(seqs[i]) for i in keep]
-    budget.reward_calls, budget.forward_calls = len(keep), policy.forward_calls - calls_before
-    return SearchResult(seqs[keep[int(np.argmax(rewards))]], [Beam(s, 0.0) for s in seqs],
-                        budget)
+    budget.reward_calls = len(keep)
+    return _pick(seqs, keep[int(np.argmax(rewards))], budget)
 
 
 def coverage(policy: NextTokenPolicy, target: Sequence[int]) -> tuple[float, float]:

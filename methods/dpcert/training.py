@@ -7,13 +7,14 @@ step trains all of them.
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import lightning as L
 import numpy as np
 import torch
 from torch import nn
+
+from models.trainer import quiet_trainer
 
 
 def hash_partition(x: np.ndarray, k: int) -> np.ndarray:
@@ -144,10 +145,7 @@ class DPSGDPopulation(L.LightningModule):
 
 def fit(module: L.LightningModule, steps: int, device: str) -> L.LightningModule:
     """Run ``steps`` optimizer steps with a quiet Lightning Trainer."""
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    trainer = L.Trainer(max_epochs=1, accelerator="gpu" if device.startswith("cuda") else "cpu",
-                        devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = quiet_trainer(device, max_epochs=1)
     loader = torch.utils.data.DataLoader(_Repeat(steps), batch_size=None)
     with warnings.catch_warnings():  # DP-SGD updates by hand: no optimizer, on purpose
         warnings.filterwarnings("ignore", message=".*configure_optimizers.*")

@@ -116,17 +116,23 @@ def psc_expanding_approvals(profile: np.ndarray, k: int, quota: str = "hare", rn
 
 # -- pairwise, on restricted domains ------------------------------------------------------
 
+def _preflib_instance(profile: np.ndarray):
+    """The profile as a preflibtools OrdinalInstance (strict orders, one per voter)."""
+    from preflibtools.instances import OrdinalInstance
+
+    inst = OrdinalInstance()
+    inst.append_order_list([tuple((int(c),) for c in row) for row in profile])
+    return inst
+
+
 def single_crossing_order(profile: np.ndarray) -> np.ndarray:
     """Voter order in which the profile is single-crossing: preflibtools recognises it and
     orders the distinct rankings; the order is mapped back to voters and verified here (every
     pair's supporters must form a prefix or a suffix), since the library can return an order
     that misses rankings. Raises ValueError if the profile is not single-crossing."""
-    from preflibtools.instances import OrdinalInstance
     from preflibtools.properties.subdomains.ordinal.singlecrossing import is_single_crossing
 
-    inst = OrdinalInstance()
-    inst.append_order_list([tuple((int(c),) for c in row) for row in profile])
-    ok, ordered = is_single_crossing(inst)
+    ok, ordered = is_single_crossing(_preflib_instance(profile))
     if not ok:
         raise ValueError("profile is not single-crossing")
     rank_of = {tuple(int(x[0]) if isinstance(x, tuple) else int(x) for x in o): i
@@ -156,14 +162,11 @@ def pairwise_single_crossing(profile: np.ndarray, k: int, rng=None) -> np.ndarra
 
 
 def single_peaked_axis(profile: np.ndarray) -> list[int]:
-    from preflibtools.instances import OrdinalInstance
     from preflibtools.properties.subdomains.ordinal.singlepeaked.singlepeakedness import (
         is_single_peaked,
     )
 
-    inst = OrdinalInstance()
-    inst.append_order_list([tuple((int(c),) for c in row) for row in profile])
-    ok, axis = is_single_peaked(inst)
+    ok, axis = is_single_peaked(_preflib_instance(profile))
     if not ok:
         raise ValueError("profile is not single-peaked")
     return [int(a) for a in axis]
