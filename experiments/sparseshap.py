@@ -13,7 +13,7 @@ from experiments.runner.context import RunContext
 from methods.sparseshap import ESTIMATORS, CountingValueFunction
 from methods.sparseshap.games import explanation_game, random_sparse_game
 
-SPARSE_OPTIONS = ("sparsity", "decoder", "size_distribution", "mixture", "penalty")
+SPARSE_OPTIONS = ("sparsity", "decoder", "size_distribution", "mixture", "penalty", "cv_folds")
 
 
 class Evaluator:
@@ -67,13 +67,20 @@ def _real_games(cfg_real, rng):
 
 def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, reps: int,
                      budgets, target: float, rng) -> float:
-    """Smallest budget in the grid whose median relative error is <= target (inf if none).
+    """Budget at which the median relative error first reaches ``target``: the first grid
+    budget at or below it, interpolated on log-log axes with the grid point before (the grid
+    alone would quantize the fitted exponents); inf if the grid never gets there.
     Games of repetition r are seeded by r alone, so every n sees the same coefficients."""
     games = [_sparse_game(cfg_sparse, n, s, np.random.default_rng([r, s])) for r in range(reps)]
+    previous = None
     for budget in budgets:
-        errs = [ev.relerr(estimator, g, phi, n, budget) for g, phi in games]
-        if np.nanmedian(errs) <= target:
-            return float(budget)
+        err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget) for g, phi in games]))
+        if err <= target:
+            if previous is None or not previous[1] > err > 0:
+                return float(budget)
+            (b0, e0), (b1, e1) = np.log(previous), np.log([budget, err])
+            return float(np.exp(b0 + (np.log(target) - e0) * (b1 - b0) / (e1 - e0)))
+        previous = (budget, err)
     return float("inf")
 
 
@@ -125,20 +132,24 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
         sc = p.scaling
         scale_rows = []
-        for axis, values in (("n", sc.n_values), ("s", sc.s_values)):
-            for val in ctx.progress(list(values), f"budget vs {axis}"):
+        scaling_runs = [("sparse_leverage_shap", "n"), ("sparse_leverage_shap", "s"),
+                        ("leverage_shap", "n")]  # the dense contrast: its budget grows with n
+        for est, axis in scaling_runs:
+            for val in ctx.progress(list(sc[f"{axis}_values"]), f"{est} budget vs {axis}"):
                 nn, ss = (int(val), s) if axis == "n" else (n, int(val))
-                need = budget_to_target(ev, "sparse_leverage_shap", ds.sparse, nn, ss,
-                                        int(sc.repetitions), list(sc.budgets),
-                                        float(p.target_error), ctx.rng)
-                scale_rows.append({"axis": axis, "n": nn, "s": ss, "budget_to_target": need})
+                need = budget_to_target(ev, est, ds.sparse, nn, ss, int(sc.repetitions),
+                                        list(sc.budgets), float(p.target_error), ctx.rng)
+                scale_rows.append({"estimator": est, "axis": axis, "n": nn, "s": ss,
+                                   "budget_to_target": need})
         ctx.save_table("budget_to_target", scale_rows)
-        for axis in ("n", "s"):
+        for est, axis in scaling_runs:
             pts = [(r[axis], r["budget_to_target"]) for r in scale_rows
-                   if r["axis"] == axis and np.isfinite(r["budget_to_target"])]
-            metrics[f"budget_exponent_{axis}"] = (float(np.polyfit(
-                np.log([a for a, _ in pts]), np.log([b for _, b in pts]), 1)[0])
-                if len(pts) >= 2 else float("nan"))
+                   if r["estimator"] == est and r["axis"] == axis
+                   and np.isfinite(r["budget_to_target"])]
+            key = f"budget_exponent_{axis}" + ("_leverage" if est == "leverage_shap" else "")
+            metrics[key] = (float(np.polyfit(np.log([a for a, _ in pts]),
+                                             np.log([b for _, b in pts]), 1)[0])
+                            if len(pts) >= 2 else float("nan"))
         ctx.save_figure("relerr_vs_budget", _figure(curves, n, s, default_budget, scale_rows))
     else:
         metrics["budget_to_target"] = budget_to_target(
@@ -164,12 +175,16 @@ def _figure(curves, n, s, default_budget, scale_rows):
     left.set(xlabel="budget m (evaluations)", ylabel="relative error (median, IQR)",
              title=f"sparse game n={n}, s={s}")
     left.legend(fontsize=8)
-    for axis, marker in (("n", "o-"), ("s", "s-")):
-        pts = [(r[axis], r["budget_to_target"]) for r in scale_rows if r["axis"] == axis]
-        right.loglog(*zip(*pts, strict=True), marker, base=2,
-                     label=f"vs {axis} ({'s=' + str(s) if axis == 'n' else 'n=' + str(n)})")
+    color = {est: f"C{i}" for i, est in enumerate(curves)}  # as in the left panel
+    for est, axis, style in (("sparse_leverage_shap", "n", "o-"),
+                             ("sparse_leverage_shap", "s", "s:"), ("leverage_shap", "n", "o--")):
+        pts = [(r[axis], r["budget_to_target"]) for r in scale_rows
+               if r["estimator"] == est and r["axis"] == axis]
+        fixed = f"s={s}" if axis == "n" else f"n={n}"
+        right.loglog(*zip(*pts, strict=True), style, base=2, color=color.get(est),
+                     label=f"{est} vs {axis} ({fixed})")
     right.set(xlabel="n or s", ylabel="budget for median error 1e-2",
-              title="Sparse Leverage SHAP: budget needed")
+              title="budget needed for median error 1e-2")
     right.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -20,7 +20,11 @@ from methods.sparseshap import (
 from methods.sparseshap.estimators import constrained_wls
 from methods.sparseshap.games import SparseGame, all_coalitions, random_sparse_game
 from methods.sparseshap.leverage import shapley_kernel
-from methods.sparseshap.sampling import paired_without_replacement, pairs_per_size
+from methods.sparseshap.sampling import (
+    expected_pairs_per_size,
+    paired_without_replacement,
+    pairs_per_size,
+)
 
 from .conftest import run_paper
 
@@ -68,25 +72,39 @@ def test_sparse_game_closed_form_matches_enumeration():
 
 
 def test_sampler_pairs_no_duplicates_and_inclusion_probabilities():
-    n, budget, rng = 9, 200, np.random.default_rng(2)
+    n, budget, rng = 9, 40, np.random.default_rng(2)
     weights = np.ones(n - 1)
     Z, probs = paired_without_replacement(n, budget, weights, rng)
-    keys = {row.tobytes() for row in Z}
-    assert len(keys) == len(Z) <= budget - 2
-    assert all((1 - row).astype(np.int8).tobytes() in keys for row in Z)
-    counts = pairs_per_size(n, budget, weights)
-    for s, c in counts.items():
+    assert len({row.tobytes() for row in Z}) == len(Z) == budget - 2
+    np.testing.assert_array_equal(Z[0::2] + Z[1::2], 1)  # rows 2i, 2i + 1 are complements
+    expected = expected_pairs_per_size(n, budget, weights)
+    assert sum(expected.values()) == pytest.approx(19)
+    for s in expected:
         at_size = Z.sum(axis=1) == s
-        assert at_size.sum() == c
-        assert np.allclose(probs[at_size], c / comb(n, s, exact=True))
-    # empirical inclusion frequency of one fixed coalition matches p
+        assert np.allclose(probs[at_size], expected[s] / comb(n, s, exact=True))
+    # empirical inclusion frequency of one fixed coalition matches its reported p
     target = np.zeros(n, dtype=np.int8)
     target[:3] = 1
+    draws = 4000
     hits = sum(target.tobytes() in {r.tobytes() for r in
                                     paired_without_replacement(n, budget, weights, rng)[0]}
-               for _ in range(2000))
-    p = counts[3] / comb(n, 3, exact=True)
-    assert abs(hits / 2000 - p) < 4 * np.sqrt(p * (1 - p) / 2000)
+               for _ in range(draws))
+    p = expected[3] / comb(n, 3, exact=True)
+    assert abs(hits / draws - p) < 4 * np.sqrt(p * (1 - p) / draws)
+
+
+def test_pair_counts_are_unbiased_with_exact_total():
+    """Fewer pairs than sizes: every size keeps its chance (systematic rounding), where
+    deterministic rounding would hand all pairs to the smallest sizes."""
+    n, budget, rng = 40, 30, np.random.default_rng(5)
+    expected = expected_pairs_per_size(n, budget, np.ones(n - 1))
+    draws = [pairs_per_size(expected, rng) for _ in range(3000)]
+    for counts in draws[:50]:
+        assert sum(counts.values()) == 14
+        assert all(np.floor(expected[s]) <= c <= np.ceil(expected[s]) for s, c in counts.items())
+    mean = {s: np.mean([d[s] for d in draws]) for s in expected}
+    for s, e in expected.items():
+        assert abs(mean[s] - e) < 4 * np.sqrt(e * (1 - e) / len(draws))
 
 
 @pytest.mark.parametrize("estimator", ["leverage_shap", "sparse_leverage_shap"])

@@ -27,6 +27,7 @@ class SparseLeverageConfig(MethodConfig):
     size_distribution: SizeDistribution = SizeDistribution.mixture
     mixture: float = 0.5  # sparse share of the mixture size distribution
     penalty: float = 2.0  # model-size penalty per player of the support selection
+    cv_folds: int = 5  # folds (over complement pairs) deciding sparse vs dense fit; < 2: off
 
 
 METHOD_SCHEMAS = {"kernel_shap": MethodConfig, "leverage_shap": MethodConfig,

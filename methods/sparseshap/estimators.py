@@ -20,9 +20,10 @@ from methods.sparseshap.sampling import kernel_with_replacement, paired_without_
 
 def constrained_wls(Z: np.ndarray, y: np.ndarray, weights: np.ndarray, total: float,
                     columns: np.ndarray | None = None, ridge: float = 0.0) -> np.ndarray:
-    """argmin sum_z weights_z (z^T phi - y_z)^2 + ridge |P phi|^2 s.t. 1^T phi = total and
-    phi = 0 off ``columns``: phi_T = total / t + P_t x with P_t = I - 11^T / t, x by least
-    squares (minimum norm when under-determined, so small budgets never give NaN)."""
+    """argmin sum_z weights_z (z^T phi - y_z)^2 + lam |P_t phi_T|^2 s.t. 1^T phi = total and
+    phi = 0 off ``columns`` T (t = |T|, P_t = I - 11^T / t): phi_T = total / t + P_t x, x by
+    least squares, minimum norm when under-determined, so small budgets never give NaN.
+    lam = ridge * trace(X^T X) / t, X the weighted projected design: ``ridge`` is relative."""
     n = Z.shape[1]
     cols = np.arange(n) if columns is None else np.asarray(columns)
     t = len(cols)
@@ -33,16 +34,19 @@ def constrained_wls(Z: np.ndarray, y: np.ndarray, weights: np.ndarray, total: fl
     if t == 1 or len(y) == 0:
         phi[cols] = base
         return phi
-    proj = np.eye(t) - 1.0 / t
+    Zt = Z[:, cols].astype(float)
     sw = np.sqrt(weights)
-    X = sw[:, None] * (Z[:, cols] @ proj)
-    r = sw * (y - Z[:, cols] @ base)
-    if ridge > 0:
-        scale = np.sqrt(ridge * np.trace(X.T @ X) / t)
-        X = np.vstack([X, scale * proj])
-        r = np.concatenate([r, np.zeros(t)])
-    x, *_ = np.linalg.lstsq(X, r, rcond=None)
-    phi[cols] = base + proj @ x
+    X = sw[:, None] * (Zt - Zt.mean(axis=1, keepdims=True))  # sqrt(W) Z_T P_t
+    r = sw * (y - Zt @ base)
+    if ridge > 0:  # x stays in the row space of X (inside range(P_t)), so |P_t x| = |x|
+        lam = ridge * float(np.sum(X**2)) / t
+        if len(r) < t:  # the dual form is the cheaper solve when rows are fewer
+            x = X.T @ np.linalg.solve(X @ X.T + lam * np.eye(len(r)), r)
+        else:
+            x = np.linalg.solve(X.T @ X + lam * np.eye(t), X.T @ r)
+    else:
+        x, *_ = np.linalg.lstsq(X, r, rcond=None)
+    phi[cols] = base + x - x.mean()
     return phi
 
 
@@ -78,20 +82,25 @@ def leverage_shap(value: CountingValueFunction, budget: int, rng: np.random.Gene
 def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.random.Generator,
                          sparsity: int = 5, decoder: str = "lasso",
                          size_distribution: str = "sparse", mixture: float = 0.5,
-                         ridge_rows_per_column: float = 2.0, penalty: float = 2.0
-                         ) -> np.ndarray:
+                         ridge_rows_per_column: float = 2.0, penalty: float = 2.0,
+                         cv_folds: int = 5) -> np.ndarray:
     """Sparse Leverage SHAP (RECON: the paper's exact rule is not public).
 
     Sampling: sizes proportional to their total sparse leverage C(n, s) tau_k(s) (k =
     ``sparsity``), ``size_distribution`` = "sparse", "dense" (Leverage SHAP's uniform) or
     "mixture" (``mixture`` sparse + rest dense); without replacement, paired.
-    Decoding on the weighted system sqrt(w/p) (Z phi - y): ``lasso`` refits the constrained
-    least squares on supports along the LASSO (LARS) path (up to 16 sizes) and on all
-    players, and keeps the fit minimizing m log(RSS / m) + ``penalty`` |support| (AIC by
-    default: BIC's log m drops the small features of approximately sparse games); ``omp``
-    refits on ``sparsity`` OMP atoms; ridge when a support has fewer than
-    ``ridge_rows_per_column`` rows per column (small budgets).
-    ``decoder="none"`` refits on all players (a sampling change only).
+    Decoding on the weighted system sqrt(w/p) (Z phi - y):
+
+    - ``lasso``: refit the constrained least squares on supports along the LASSO (LARS) path
+      (up to 16 sizes) and keep the one minimizing m log(RSS / m) + ``penalty`` |support|
+      (AIC by default); then ``cv_folds``-fold cross-validation over complement pairs decides
+      between that sparse fit and the dense fit on all players. Held-out weighted squared
+      error estimates the regression objective, whose excess is the error in phi, so games
+      that are only approximately sparse fall back to the dense fit when the data say so.
+    - ``omp``: refit on ``sparsity`` OMP atoms.
+    - ``none``: refit on all players (a sampling change only).
+
+    Ridge is added when a support has fewer than ``ridge_rows_per_column`` rows per column.
     """
     n = value.n
     v0, v1 = _endpoints(value)
@@ -107,41 +116,54 @@ def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.rand
         return np.full(n, (v1 - v0) / n)
     y = value(Z) - v0
     w = shapley_kernel(n, Z.sum(axis=1)) / probs
+    total = v1 - v0
+
+    def refit(support: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        m = len(y[rows])
+        ridge = 1e-3 if m < ridge_rows_per_column * len(support) else 0.0
+        return constrained_wls(Z[rows], y[rows], w[rows], total, support, ridge)
+
+    everyone = np.arange(n)
     if decoder == "none":
-        return constrained_wls(Z, y, w, v1 - v0)
+        return refit(everyone)
     sw = np.sqrt(w / w.max())
     X, r = sw[:, None] * Z, sw * y
-    if decoder == "lasso":
-        # supports along the LARS path, each refit without shrinkage; BIC picks one (the
-        # full player set is a candidate too, so approximately sparse games fall back to a
-        # dense fit when the data say so)
-        with warnings.catch_warnings():  # paired complements make LARS warn on ties; harmless
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            _, _, path = lars_path(X, r, method="lasso", max_iter=min(n, len(y)))
-        by_size = {}
-        for c in path.T:
-            support = np.nonzero(np.abs(c) > 1e-12)[0]
-            if 0 < len(support) <= len(y) // 2:
-                by_size.setdefault(len(support), support)
-        sizes = sorted(by_size)
-        keep = {sizes[int(i)] for i in np.unique(np.geomspace(1, len(sizes), 16).astype(int) - 1)
-                } if sizes else set()
-        candidates = [by_size[t] for t in sorted(keep)] + [np.arange(n)]
-    elif decoder == "omp":
+    if decoder == "omp":
         coef = OrthogonalMatchingPursuit(n_nonzero_coefs=min(k, len(y), n),
                                          fit_intercept=False).fit(X, r).coef_
-        candidates = [np.nonzero(np.abs(coef) > 1e-12)[0]]
-    else:
+        return refit(np.nonzero(np.abs(coef) > 1e-12)[0])
+    if decoder != "lasso":
         raise ValueError(f"unknown decoder '{decoder}'; known: lasso, omp, none")
-    best, best_score = None, np.inf
-    for support in candidates:
-        ridge = 1e-3 if len(y) < ridge_rows_per_column * len(support) else 0.0
-        phi = constrained_wls(Z, y, w, v1 - v0, support, ridge)
-        rss = float(np.sum(w / w.max() * (Z @ phi - y) ** 2))
+    with warnings.catch_warnings():  # paired complements make LARS warn on ties; harmless
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, _, path = lars_path(X, r, method="lasso", max_iter=min(n, len(y)))
+    by_size = {}
+    for c in path.T:
+        support = np.nonzero(np.abs(c) > 1e-12)[0]
+        if 0 < len(support) <= len(y) // 2:
+            by_size.setdefault(len(support), support)
+    path_sizes = sorted(by_size)
+    keep = sorted({path_sizes[int(i)] for i in
+                   np.unique(np.geomspace(1, len(path_sizes), 16).astype(int) - 1)}
+                  ) if path_sizes else []
+    best, best_score = everyone, np.inf
+    for support in [by_size[t] for t in keep] + [everyone]:
+        rss = float(np.sum(w / w.max() * (Z @ refit(support) - y) ** 2))
         score = len(y) * np.log(max(rss, 1e-300) / len(y)) + penalty * len(support)
         if score < best_score:
-            best, best_score = phi, score
-    return best
+            best, best_score = support, score
+    if len(best) < n and cv_folds >= 2 and len(y) >= 2 * cv_folds:
+        fold = rng.permutation(len(y) // 2) % cv_folds
+        fold = np.repeat(fold, 2)  # rows 2i and 2i + 1 are complements: keep pairs together
+        held_out = np.zeros(2)
+        for f in range(cv_folds):
+            train, test = fold != f, fold == f
+            for j, support in enumerate((best, everyone)):
+                residual = Z[test] @ refit(support, train) - y[test]
+                held_out[j] += float(np.sum(w[test] * residual**2))
+        if held_out[1] < held_out[0]:
+            best = everyone
+    return refit(best)
 
 
 ESTIMATORS = {"kernel_shap": kernel_shap, "leverage_shap": leverage_shap,

@@ -41,12 +41,12 @@ def _random_subsets(n: int, size: int, count: int, rng: np.random.Generator,
     return np.array(rows, dtype=np.int8).reshape(count, n)
 
 
-def pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, int]:
-    """Number of complement pairs to draw for each size s <= n/2.
+def expected_pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, float]:
+    """Expected number of complement pairs for each size s <= n/2.
 
-    Pairs cost two evaluations; the empty and full coalitions take two more. Target pairs per
-    size are c * (weight(s) + weight(n - s)) capped at the number of distinct pairs (water
-    filling on c), then rounded down with the remainder going to the largest fractions.
+    Pairs cost two evaluations; the empty and full coalitions take two more. The expectation
+    is c * (weight(s) + weight(n - s)) capped at the number of distinct pairs, with c set by
+    water filling so that the expectations sum to the number of pairs the budget buys.
     """
     pairs = max(0, (budget - 2) // 2)
     half = range(1, n // 2 + 1)
@@ -54,6 +54,8 @@ def pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, in
     want = {s: float(size_weight[s - 1] + (size_weight[n - s - 1] if 2 * s != n else 0.0))
             for s in half}
     pairs = min(pairs, sum(cap.values()))
+    if pairs == 0:
+        return {s: 0.0 for s in half}
     lo, hi = 0.0, float(pairs) / min(w for w in want.values() if w > 0) + 1.0
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -62,34 +64,43 @@ def pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, in
         else:
             hi = mid
     real = {s: min(cap[s], hi * want[s]) for s in half}
-    count = {s: int(np.floor(real[s])) for s in half}
-    left = pairs - sum(count.values())
-    for s in sorted(half, key=lambda s: -(real[s] - count[s])):
-        if left <= 0:
-            break
-        if count[s] < cap[s]:
-            count[s] += 1
-            left -= 1
-    return count
+    uncapped = [s for s in half if real[s] < cap[s]]  # absorb the bisection's last bit
+    excess = sum(real.values()) - pairs
+    if uncapped and excess:
+        total = sum(real[s] for s in uncapped)
+        for s in uncapped:
+            real[s] -= excess * real[s] / total
+    return real
+
+
+def pairs_per_size(expected: dict[int, float], rng: np.random.Generator) -> dict[int, int]:
+    """Integer pair counts with E[count(s)] = expected[s] and the exact total: systematic
+    sampling (one uniform offset on the cumulative expectations), so each count is the floor
+    or the ceiling of its expectation. The official Leverage SHAP code rounds
+    deterministically instead, which at budgets below ~n pairs gives all pairs to the smallest
+    sizes (ties in the fractional parts) and leaves the importance weights wrong; with
+    randomized counts the weights 1 / p(z), p(z) = expected / C(n, s), stay unbiased."""
+    sizes = list(expected)
+    cum = np.round(np.concatenate([[0.0], np.cumsum([expected[s] for s in sizes])]), 9)
+    marks = np.floor(cum + rng.uniform())
+    return {s: int(c) for s, c in zip(sizes, np.diff(marks), strict=True)}
 
 
 def paired_without_replacement(n: int, budget: int, size_weight: np.ndarray,
                                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Coalitions (rows) and their inclusion probabilities. Every sampled z comes with its
-    complement; at size n/2 (n even) sets containing player n-1 are drawn so that a set and
-    its complement are never drawn twice. The empty and full coalitions are not included."""
+    complement in the next row (rows 2i and 2i + 1 are a pair); at size n/2 (n even) sets
+    containing player n-1 are drawn so that a set and its complement are never drawn twice.
+    The empty and full coalitions are not included."""
+    expected = expected_pairs_per_size(n, budget, size_weight)
     rows, probs = [], []
-    for s, count in pairs_per_size(n, budget, size_weight).items():
+    for s, count in pairs_per_size(expected, rng).items():
         if count == 0:
             continue
-        if 2 * s == n:
-            subsets = _random_subsets(n, s, count, rng, must_contain=n - 1)
-            p = count / (comb(n, s, exact=True) / 2)
-        else:
-            subsets = _random_subsets(n, s, count, rng)
-            p = count / comb(n, s, exact=True)
-        rows += [subsets, 1 - subsets]
-        probs += [np.full(2 * count, p)]
+        distinct_pairs = comb(n, s, exact=True) // (2 if 2 * s == n else 1)
+        subsets = _random_subsets(n, s, count, rng, must_contain=n - 1 if 2 * s == n else None)
+        rows.append(np.stack([subsets, 1 - subsets], axis=1).reshape(2 * count, n))
+        probs.append(np.full(2 * count, expected[s] / distinct_pairs))
     if not rows:
         return np.zeros((0, n), dtype=np.int8), np.zeros(0)
     return np.concatenate(rows), np.concatenate(probs)
