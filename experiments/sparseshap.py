@@ -183,6 +183,11 @@ def _figure(curves, n, s, default_budget, scale_rows):
         fixed = f"s={s}" if axis == "n" else f"n={n}"
         right.loglog(*zip(*pts, strict=True), style, base=2, color=color.get(est),
                      label=f"{est} vs {axis} ({fixed})")
+        finite = [(x, b) for x, b in pts if np.isfinite(b)]
+        if est == "sparse_leverage_shap" and axis == "s" and finite:  # the claimed s^2 rate
+            xs = np.array([x for x, _ in pts], dtype=float)
+            right.loglog(xs, finite[0][1] * (xs / finite[0][0]) ** 2, color="0.6", lw=0.8,
+                         label="reference slope 2 (s^2)")
     right.set(xlabel="n or s", ylabel="budget for median error 1e-2",
               title="budget needed for median error 1e-2")
     right.legend(fontsize=8)
