@@ -143,9 +143,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                    "budget_to_target": need})
         ctx.save_table("budget_to_target", scale_rows)
         for est, axis in scaling_runs:
-            pts = [(r[axis], r["budget_to_target"]) for r in scale_rows
-                   if r["estimator"] == est and r["axis"] == axis
-                   and np.isfinite(r["budget_to_target"])]
+            pts = [(x, b) for x, b in _budget_curve(scale_rows, est, axis) if np.isfinite(b)]
             key = f"budget_exponent_{axis}" + ("_leverage" if est == "leverage_shap" else "")
             metrics[key] = (float(np.polyfit(np.log([a for a, _ in pts]),
                                              np.log([b for _, b in pts]), 1)[0])
@@ -158,6 +156,12 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_table("relerr", rows)
     metrics["evaluations_counted"] = ev.total_evaluations
     return metrics
+
+
+def _budget_curve(scale_rows, estimator: str, axis: str) -> list[tuple[int, float]]:
+    """(n or s, budget to target) points of one estimator along one axis."""
+    return [(r[axis], r["budget_to_target"]) for r in scale_rows
+            if r["estimator"] == estimator and r["axis"] == axis]
 
 
 def _figure(curves, n, s, default_budget, scale_rows):
@@ -178,8 +182,7 @@ def _figure(curves, n, s, default_budget, scale_rows):
     color = {est: f"C{i}" for i, est in enumerate(curves)}  # as in the left panel
     for est, axis, style in (("sparse_leverage_shap", "n", "o-"),
                              ("sparse_leverage_shap", "s", "s:"), ("leverage_shap", "n", "o--")):
-        pts = [(r[axis], r["budget_to_target"]) for r in scale_rows
-               if r["estimator"] == est and r["axis"] == axis]
+        pts = _budget_curve(scale_rows, est, axis)
         fixed = f"s={s}" if axis == "n" else f"n={n}"
         right.loglog(*zip(*pts, strict=True), style, base=2, color=color.get(est),
                      label=f"{est} vs {axis} ({fixed})")

@@ -146,24 +146,27 @@ def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.rand
     keep = sorted({path_sizes[int(i)] for i in
                    np.unique(np.geomspace(1, len(path_sizes), 16).astype(int) - 1)}
                   ) if path_sizes else []
-    best, best_score = everyone, np.inf
-    for support in [by_size[t] for t in keep] + [everyone]:
-        rss = float(np.sum(w / w.max() * (Z @ refit(support) - y) ** 2))
-        score = len(y) * np.log(max(rss, 1e-300) / len(y)) + penalty * len(support)
-        if score < best_score:
-            best, best_score = support, score
-    if len(best) < n and cv_folds >= 2 and len(y) >= 2 * cv_folds:
+    candidates = [by_size[t] for t in keep] + [everyone]
+    fits = [refit(support) for support in candidates]
+
+    def information_criterion(support: np.ndarray, phi: np.ndarray) -> float:
+        rss = float(np.sum(w / w.max() * (Z @ phi - y) ** 2))
+        return len(y) * np.log(max(rss, 1e-300) / len(y)) + penalty * len(support)
+
+    best = int(np.argmin([information_criterion(support, phi)
+                          for support, phi in zip(candidates, fits, strict=True)]))
+    if len(candidates[best]) < n and cv_folds >= 2 and len(y) >= 2 * cv_folds:
         fold = rng.permutation(len(y) // 2) % cv_folds
         fold = np.repeat(fold, 2)  # rows 2i and 2i + 1 are complements: keep pairs together
         held_out = np.zeros(2)
         for f in range(cv_folds):
             train, test = fold != f, fold == f
-            for j, support in enumerate((best, everyone)):
+            for j, support in enumerate((candidates[best], everyone)):
                 residual = Z[test] @ refit(support, train) - y[test]
                 held_out[j] += float(np.sum(w[test] * residual**2))
         if held_out[1] < held_out[0]:
-            best = everyone
-    return refit(best)
+            best = len(candidates) - 1
+    return fits[best]
 
 
 ESTIMATORS = {"kernel_shap": kernel_shap, "leverage_shap": leverage_shap,

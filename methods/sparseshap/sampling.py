@@ -41,6 +41,11 @@ def _random_subsets(n: int, size: int, count: int, rng: np.random.Generator,
     return np.array(rows, dtype=np.int8).reshape(count, n)
 
 
+def distinct_pairs(n: int, s: int) -> int:
+    """Complement pairs with the smaller side of size s (at s = n/2 each pair counts once)."""
+    return comb(n, s, exact=True) // (2 if 2 * s == n else 1)
+
+
 def expected_pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dict[int, float]:
     """Expected number of complement pairs for each size s <= n/2.
 
@@ -50,7 +55,7 @@ def expected_pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dic
     """
     pairs = max(0, (budget - 2) // 2)
     half = range(1, n // 2 + 1)
-    cap = {s: comb(n, s, exact=True) // (2 if 2 * s == n else 1) for s in half}
+    cap = {s: distinct_pairs(n, s) for s in half}
     want = {s: float(size_weight[s - 1] + (size_weight[n - s - 1] if 2 * s != n else 0.0))
             for s in half}
     pairs = min(pairs, sum(cap.values()))
@@ -97,10 +102,9 @@ def paired_without_replacement(n: int, budget: int, size_weight: np.ndarray,
     for s, count in pairs_per_size(expected, rng).items():
         if count == 0:
             continue
-        distinct_pairs = comb(n, s, exact=True) // (2 if 2 * s == n else 1)
         subsets = _random_subsets(n, s, count, rng, must_contain=n - 1 if 2 * s == n else None)
         rows.append(np.stack([subsets, 1 - subsets], axis=1).reshape(2 * count, n))
-        probs.append(np.full(2 * count, expected[s] / distinct_pairs))
+        probs.append(np.full(2 * count, expected[s] / distinct_pairs(n, s)))
     if not rows:
         return np.zeros((0, n), dtype=np.int8), np.zeros(0)
     return np.concatenate(rows), np.concatenate(probs)
