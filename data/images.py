@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
 
 HUB_IDS = {"mnist": ("ylecun/mnist", "image", "label"),
            "cifar10": ("uoft-cs/cifar10", "img", "label")}

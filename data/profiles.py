@@ -6,12 +6,11 @@ A profile is an int array (n, m), each row a strict ranking (best first) of cand
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
 
 CULTURES = ("impartial", "mallows", "urn", "single_peaked_walsh", "single_peaked_conitzer",
             "single_crossing")
@@ -54,21 +53,3 @@ def load_preflib(path: str) -> np.ndarray:
         rows += [ranked] * mult
     return np.array(rows, dtype=int)
 
-
-def rankings_from_pairwise(records: list[dict], min_items: int = 3) -> np.ndarray:
-    """Turn pairwise-preference data (RLHF comparisons: {"annotator", "chosen",
-    "rejected"}) into one ranking per annotator by Copeland score over the items that
-    annotator compared; only annotators covering every item are kept."""
-    wins: dict[str, dict] = defaultdict(lambda: defaultdict(float))
-    items = sorted({r["chosen"] for r in records} | {r["rejected"] for r in records})
-    if len(items) < min_items:
-        raise UserError(f"pairwise data names only {len(items)} items")
-    index = {it: i for i, it in enumerate(items)}
-    for r in records:
-        wins[r["annotator"]][index[r["chosen"]]] += 1
-        wins[r["annotator"]].setdefault(index[r["rejected"]], 0.0)
-    rows = [sorted(range(len(items)), key=lambda i: (-w[i], i)) for w in wins.values()
-            if len(w) == len(items)]
-    if not rows:
-        raise UserError("no annotator compared every item; cannot form full rankings")
-    return np.array(rows, dtype=int)

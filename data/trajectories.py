@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
 
 
 @dataclass

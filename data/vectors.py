@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
 
 
 def unit_vector_families(dim: int, n_random: int, n_sparse: int, sparsity: int,

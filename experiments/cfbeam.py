@@ -6,18 +6,20 @@ majority, Best-of-Majority, LL-beam and CF-Beam, with coverage measured by teach
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from omegaconf import DictConfig
 
-from experiments.runner import UserError, register_paper
+from data.lm_tasks import lm_prompts, training_task
+from experiments.helpers.figures import subplots
+from experiments.helpers.fits import fit_loglog_slope, fit_semilog_slope
+from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.cfbeam import (
     CausalLMPolicy,
     beam_search,
     best_of_majority,
     best_of_n,
+    bon_min_samples,
     coverage,
     hard_instance,
     majority_vote,
@@ -52,22 +54,7 @@ def tree_min_width(coverage_c, steps, search_kwargs, tree_cfg, rng) -> float:
     return float("nan")
 
 
-def bon_min_samples(coverage_c: int, steps: int, success: float) -> float:
-    """Best-of-N with an exact reward succeeds w.p. 1 - (1 - 1/C_seq)^N, C_seq = C^steps
-    (checked against sampling in the tests): the smallest N reaching ``success``."""
-    p = float(coverage_c) ** -steps
-    return float(np.ceil(np.log(1 - success) / np.log1p(-p)))
-
-
-def _slope(x, y, log_x=True) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(y)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[ok]) if log_x else x[ok], np.log(y[ok]), 1)[0])
-
-
-def tree_experiment(cfg, ctx, s) -> tuple[dict, list]:
+def tree_experiment(cfg, ctx, s) -> tuple[dict, list, tuple]:
     t = cfg.protocol.tree
     coverages = [int(c) for c in t.coverages]
     cf_kwargs = {"filt": s["filt"], "rank": s["rank"]}
@@ -86,9 +73,9 @@ def tree_experiment(cfg, ctx, s) -> tuple[dict, list]:
     rows += [{"experiment": "tree_bon", "method": "bon", "coverage": int(t.bon_coverage),
               "hard_steps": h, "min_budget_per_step": b} for h, b in zip(steps, bon,
                                                                         strict=True)]
-    metrics = {"tree_budget_slope_vanilla": _slope(coverages, budgets["vanilla"]),
-               "tree_budget_slope_cfbeam": _slope(coverages, budgets["cfbeam"]),
-               "tree_budget_slope_bon": _slope(steps, bon, log_x=False)}
+    metrics = {"tree_budget_slope_vanilla": fit_loglog_slope(coverages, budgets["vanilla"]),
+               "tree_budget_slope_cfbeam": fit_loglog_slope(coverages, budgets["cfbeam"]),
+               "tree_budget_slope_bon": fit_semilog_slope(steps, bon)}
     # regret of the final choice among the beams when the outcome reward is noisy
     policy, ystar = hard_instance(4, int(t.hard_steps))
     for sigma in t.reward_noise:
@@ -108,109 +95,59 @@ def tree_experiment(cfg, ctx, s) -> tuple[dict, list]:
     return metrics, rows, (coverages, budgets, steps, bon)
 
 
-def _lm_tasks(cfg, tokenizer, rng):
-    """(horizon, prompt ids, answer checker, teacher-forcing target or None, eos id)."""
-    ds = cfg.dataset
-    if ds.name == "addition":
-        if cfg.model.source != "tiny_lm":
-            raise UserError("dataset=addition is tiny-lm's token format; use "
-                            "dataset=addition_text (or gsm8k/math500) with a real model")
-        from data.arithmetic import EOS, addition_problems, answer_of, encode_problem, scratchpad
-
-        for horizon in ds.horizons:
-            for a, b in addition_problems(int(ds.prompts_per_horizon), int(horizon), rng):
-                yield (int(horizon), encode_problem(a, b, int(horizon)),
-                       (lambda y, s=a + b: answer_of(y) == s), scratchpad(a, b, int(horizon)),
-                       EOS, 2 * int(horizon) + 1, answer_of)
-        return
-    if cfg.model.source == "tiny_lm":
-        raise UserError(f"tiny-lm only knows dataset=addition, not '{ds.name}'")
-
-    def to_ids(question):
-        if cfg.model.get("chat_template", False):
-            text = tokenizer.apply_chat_template([{"role": "user", "content": question}],
-                                                 add_generation_prompt=True, tokenize=False)
-            return tokenizer(text, add_special_tokens=False)["input_ids"]
-        return tokenizer(question)["input_ids"]
-
-    def last_number(y):
-        found = re.findall(r"-?\d[\d,]*\.?\d*", tokenizer.decode(list(y)))
-        return found[-1].replace(",", "").rstrip(".") if found else None
-
-    if ds.name == "addition_text":
-        for horizon in ds.horizons:
-            for _ in range(int(ds.prompts_per_horizon)):
-                a, b = (int(rng.integers(10 ** (horizon - 1), 10**horizon)) for _ in range(2))
-                yield (int(horizon), to_ids(f"What is {a}+{b}? Answer with the number."),
-                       (lambda y, s=str(a + b): last_number(y) == s), None,
-                       tokenizer.eos_token_id, int(ds.max_new_tokens), last_number)
-        return
-    from datasets import load_dataset
-
-    try:
-        rows = load_dataset(ds.hub_id, ds.config, split=ds.split)
-    except Exception as err:  # noqa: BLE001
-        raise UserError(f"could not load dataset {ds.hub_id} ({type(err).__name__}); it needs "
-                        "network access or a local Hugging Face cache") from None
-    for row in rows.select(range(min(int(ds.limit), len(rows)))):
-        gold = str(row.get("answer", "")).split("####")[-1].strip().replace(",", "")
-        yield (1, to_ids(row.get("question", row.get("problem", ""))),
-               (lambda y, g=gold: last_number(y) == g), None, tokenizer.eos_token_id,
-               int(ds.max_new_tokens), last_number)
-
-
-def lm_experiment(cfg, ctx, s, model, tokenizer) -> tuple[dict, list]:
+def lm_experiment(cfg, ctx, s, model, tokenizer) -> tuple[dict, list, dict]:
     n_seq = s["B"] * s["N"]  # equal per-step budget: B beams x N samples = N sequences
-    noise = float(cfg.method.get("reward_noise", 0.0))
+    noise = float(cfg.method.reward_noise)
     results, rows = {}, []
-    tasks = list(_lm_tasks(cfg, tokenizer, ctx.rng))
-    for horizon, prompt, correct, target, eos, steps, answer in ctx.progress(tasks, "prompts"):
-        policy = CausalLMPolicy(model, prompt, eos, pad_id=getattr(tokenizer, "pad_token_id",
-                                                                   None) or 0)
+    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng)
+    pad_id = getattr(tokenizer, "pad_token_id", None) or 0
+    for task in ctx.progress(prompts, "prompts"):
+        policy = CausalLMPolicy(model, task.prompt_ids, task.eos_id, pad_id=pad_id)
+        steps = task.max_new_tokens
 
-        def reward(y, correct=correct):
-            return float(correct(y)) + noise * ctx.rng.standard_normal()
+        def reward(y, task=task):
+            return float(task.correct(y)) + noise * ctx.rng.standard_normal()
 
         runs = {
             "bon": best_of_n(policy, n_seq, steps, reward, ctx.rng),
-            "majority": majority_vote(policy, n_seq, steps, answer, ctx.rng),
-            "bomaj": best_of_majority(policy, n_seq, steps, reward, answer, ctx.rng,
+            "majority": majority_vote(policy, n_seq, steps, task.extract, ctx.rng),
+            "bomaj": best_of_majority(policy, n_seq, steps, reward, task.extract, ctx.rng,
                                       s["alpha"]),
             "beam": beam_search(policy, s["B"], s["N"], steps, reward, ctx.rng),
             "cfbeam": beam_search(policy, s["B"], s["N"], steps, reward, ctx.rng,
                                   filt=s["filt"], tau=s["tau"], rank=s["rank"]),
         }
-        row = {"horizon": horizon}
-        if target is not None:
-            row["c_star"], row["c_seq"] = coverage(policy, target)
+        row = {"horizon": task.horizon}
+        if task.target_ids is not None:
+            row["c_star"], row["c_seq"] = coverage(policy, task.target_ids)
         for name, res in runs.items():
-            ok = bool(correct(res.best))
-            results.setdefault((name, horizon), []).append(ok)
+            ok = task.correct(res.best)
+            results.setdefault((name, task.horizon), []).append(ok)
             row[f"{name}_correct"] = ok
             row[f"{name}_tokens"] = res.budget.sampled_tokens
         rows.append(row)
     longest = max(h for _, h in results)
+    at_longest = [r for r in rows if r["horizon"] == longest]
     metrics = {f"lm_accuracy_{name}_longest_L": float(np.mean(results[(name, longest)]))
                for name in ("cfbeam", "bon", "beam", "majority", "bomaj")}
-    metrics["budget_tokens_per_prompt"] = float(np.mean([r["cfbeam_tokens"] for r in rows
-                                                         if r["horizon"] == longest]))
-    metrics["budget_tokens_per_prompt_bon"] = float(np.mean([r["bon_tokens"] for r in rows
-                                                             if r["horizon"] == longest]))
-    if rows and "c_star" in rows[0]:
-        metrics["lm_c_star_median_longest_L"] = float(np.median(
-            [r["c_star"] for r in rows if r["horizon"] == longest]))
-        metrics["lm_c_seq_median_longest_L"] = float(np.median(
-            [r["c_seq"] for r in rows if r["horizon"] == longest]))
+    metrics["budget_tokens_per_prompt"] = float(np.mean([r["cfbeam_tokens"] for r in at_longest]))
+    metrics["budget_tokens_per_prompt_bon"] = float(np.mean([r["bon_tokens"]
+                                                             for r in at_longest]))
+    if "c_star" in at_longest[0]:
+        metrics["lm_c_star_median_longest_L"] = float(np.median([r["c_star"]
+                                                                 for r in at_longest]))
+        metrics["lm_c_seq_median_longest_L"] = float(np.median([r["c_seq"] for r in at_longest]))
     accuracy = {k: float(np.mean(v)) for k, v in results.items()}
     return metrics, rows, accuracy
 
 
 @register_paper("cfbeam")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    from models.loader import load_causal_lm
+    from models.lm.loader import load_causal_lm
 
     s = _beam_settings(cfg.method)
-    model, tokenizer = load_causal_lm(cfg.model, ctx.device, ctx.cache_dir)  # fail fast
+    model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir,
+                                      training_task(cfg.dataset))  # fail fast
     metrics, tree_rows, tree_curves = tree_experiment(cfg, ctx, s)
     ctx.save_table("tree", tree_rows)
     lm_metrics, lm_rows, accuracy = lm_experiment(cfg, ctx, s, model, tokenizer)
@@ -223,13 +160,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def _figure(tree_curves, accuracy):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     coverages, budgets, steps, bon = tree_curves
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
+    fig, axes = subplots(3, panel=(5, 4.3))
     ax = axes[0]
     for name, marker in (("vanilla", "o-"), ("cfbeam", "s-")):
         ax.loglog(coverages, budgets[name], marker, base=2, label=name)

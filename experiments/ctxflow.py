@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from experiments.helpers.figures import subplots
+from experiments.helpers.fits import slope_with_interval
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.ctxflow import (
@@ -15,7 +17,6 @@ from methods.ctxflow import (
     gaussian_context_flow,
     online_gd_deviation,
     random_flow_params,
-    slope_with_interval,
 )
 
 
@@ -127,12 +128,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def _figure(ns, w_ns, curves, dims, depth, d0, depths, dim_dev):
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
+    fig, axes = subplots(4, panel=(4.75, 4.3))
     ax = axes[0]
     for i, d in enumerate(dims):
         ax.loglog(ns, curves[f"attention_d{d}_L{depth}"], "o-", color=f"C{i}",

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.vectors import npy_vectors, unit_vector_families
-from experiments.runner import UserError, register_paper
+from experiments.helpers.figures import subplots
+from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.ditherq import (
     QUANTIZERS,
@@ -138,12 +140,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def _figure(nmse, families, bits, quantizer):
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = subplots(2, panel=(5.5, 4.2))
     styles = {("dense", True): ("C0", "-"), ("dense", False): ("C0", ":"),
               ("rht", True): ("C3", "-"), ("rht", False): ("C3", ":")}
     for (rot, dt), (color, ls) in styles.items():

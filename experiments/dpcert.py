@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from data.images import load_images, patch_trigger
+from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.dpcert import (
@@ -21,8 +22,10 @@ from methods.dpcert import (
     gaussian_pld,
     gaussian_profile,
     is_certified,
+    naive_certified,
     profile_of,
-    tradeoff,
+    radius_by_bisection,
+    top_two,
 )
 from methods.dpcert.training import (
     DPAEnsemble,
@@ -33,23 +36,6 @@ from methods.dpcert.training import (
 )
 
 CLASSES = 10
-
-
-def top_two(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(class A, count A, class B, count B); A = argmax with the lowest index on ties."""
-    a = counts.argmax(axis=1)
-    rest = counts.copy()
-    rest[np.arange(len(a)), a] = -1
-    b = rest.argmax(axis=1)
-    return a, counts[np.arange(len(a)), a], b, counts[np.arange(len(b)), b]
-
-
-def naive_certified(p_a, p_b, train_profile, test_profile) -> np.ndarray:
-    """Union bound of separate certificates: each attack alone lowers P(A) (raises P(B)) by
-    at most what its own tradeoff function allows; the two losses are added."""
-    low_a = (tradeoff(1 - p_a, train_profile) + tradeoff(1 - p_a, test_profile) - p_a)
-    up_b = ((1 - tradeoff(p_b, train_profile)) + (1 - tradeoff(p_b, test_profile)) - p_b)
-    return low_a - up_b > 1e-12
 
 
 def certify_grid(p_a, p_b, correct, r_values, radii, train_pld, sigma) -> tuple[dict, dict]:
@@ -68,18 +54,6 @@ def certify_grid(p_a, p_b, correct, r_values, radii, train_pld, sigma) -> tuple[
     return joint, naive
 
 
-def cohen_via_profile(p_a: np.ndarray, sigma: float, iters: int = 60) -> np.ndarray:
-    """Certified radius through the profile route (exact Gaussian profile, both tradeoff
-    pieces), by bisection for all points at once; p_B = 1 - p_A as in Cohen et al."""
-    lo, hi = np.zeros(len(p_a)), np.full(len(p_a), 10 * sigma)
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        ok = np.array([is_certified(pa, 1 - pa, gaussian_profile(m / sigma))[0]
-                       for pa, m in zip(p_a, mid, strict=True)])
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    return lo
-
-
 @register_paper("dpcert")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     m, p = cfg.method, cfg.protocol
@@ -91,13 +65,13 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     def train_dpa(x, y):
         module = DPAEnsemble(torch.as_tensor(x), torch.as_tensor(y), hash_partition(x, k), k,
                              m.hidden, CLASSES, m.dpa_lr, ctx.seed, sigma)
-        return fit(module, int(m.dpa_steps), ctx.device).net.cpu()
+        return fit(module, int(m.dpa_steps), ctx.compute).net.cpu()
 
     def train_dpsgd(x, y):
         module = DPSGDPopulation(torch.as_tensor(x), torch.as_tensor(y), m.dpsgd_models,
                                  CLASSES, m.dpsgd_noise_multiplier, m.dpsgd_clip,
                                  m.dpsgd_sampling_rate, m.dpsgd_lr, ctx.seed, sigma)
-        return fit(module, int(m.dpsgd_steps), ctx.device).net.cpu()
+        return fit(module, int(m.dpsgd_steps), ctx.compute).net.cpu()
 
     ctx.info(f"{cfg.dataset.name}: {len(y_tr)} train, {len(y_te)} certified test points")
     nets = {"dpa": train_dpa(x_tr, y_tr), "dpsgd": train_dpsgd(x_tr, y_tr)}
@@ -146,9 +120,11 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         n_a, n_b, a_wins)))
     _, p_a_dpa, _ = bounds["dpa"]
     confident = p_a_dpa > 0.5
+    via_profile = np.array([radius_by_bisection(
+        pa, 1 - pa, lambda radius: gaussian_profile(radius / sigma), 10 * sigma, iters=60)
+        for pa in p_a_dpa[confident]])
     metrics["degenerate_cohen_max_abs_err"] = float(np.max(np.abs(
-        cohen_via_profile(p_a_dpa[confident], sigma) - cohen_radius(p_a_dpa[confident], sigma)
-    ))) if confident.any() else 0.0
+        via_profile - cohen_radius(p_a_dpa[confident], sigma)))) if confident.any() else 0.0
 
     metrics.update(_trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa,
                                   train_dpsgd, train_plds, draws, gen))
@@ -183,12 +159,7 @@ def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_d
 
 
 def _figure(grids, r_values, radii):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5))
+    fig, axes = subplots(3, 2, panel=(4.3, 3.75))
     for row, name in enumerate(("dpa", "dpsgd")):
         joint, naive = grids[name]
         rs = r_values[name]

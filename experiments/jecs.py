@@ -8,17 +8,12 @@ from itertools import combinations
 import numpy as np
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.membership import synthetic_membership
+from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
-from methods.jecs import (
-    benjamini_hochberg,
-    conformal_pvalues,
-    fit_envelope,
-    max_p,
-    storey_bh,
-)
-from methods.jecs.selection import tail_threshold
+from methods.jecs import JECS, benjamini_hochberg, conformal_pvalues, max_p, storey_bh
 
 PROCEDURES = ("maxp_bh", "maxp_storey", "per_model_union", "jecs")
 
@@ -35,26 +30,23 @@ def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
 
 
 class Procedures:
-    """Every selection procedure on one audit's per-model p-values (items x models); the
-    max-p envelope is fitted once and reused for every level alpha."""
+    """Every selection procedure on one audit's per-model p-values (items x models); JECS's
+    envelope is fitted once and reused for every level alpha."""
 
     def __init__(self, per_model_p: np.ndarray, m, rng: np.random.Generator) -> None:
-        self.per_model_p, self.m = per_model_p, m
+        self.per_model_p, self.lam = per_model_p, m.storey_lambda
         self.p = max_p(per_model_p)
-        envelope = fit_envelope(self.p, per_model_p.shape[1], m.family.name,
-                                tail_threshold(self.p, m.threshold_rule.name), int(m.n_boot),
-                                rng=rng)
-        self.p_env = envelope(self.p)
+        self.jecs = JECS(per_model_p, m.family.name, m.threshold_rule.name, m.storey_lambda,
+                         m.n_boot, rng)
 
     def select(self, alpha: float) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
         """{procedure: selected mask} at level alpha, and the per-model selections."""
-        lam = self.m.storey_lambda
-        per_model = [storey_bh(self.per_model_p[:, k], alpha, lam)
+        per_model = [storey_bh(self.per_model_p[:, k], alpha, self.lam)
                      for k in range(self.per_model_p.shape[1])]
         return {"maxp_bh": benjamini_hochberg(self.p, alpha),
-                "maxp_storey": storey_bh(self.p, alpha, lam),
+                "maxp_storey": storey_bh(self.p, alpha, self.lam),
                 "per_model_union": np.any(per_model, axis=0),
-                "jecs": storey_bh(self.p_env, alpha, lam)}, per_model
+                "jecs": self.jecs.select(alpha)}, per_model
 
 
 def min_overlap(per_model: list[np.ndarray]) -> float:
@@ -84,10 +76,15 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     """Experiment 2: the same selection on Min-K% scores of K trained tiny LMs."""
     from datasets import Dataset
 
-    from data.membership import contaminated_lm_benchmark, min_k_percent
-    from models.tiny_lm import build_model, train_causal_lm
+    from data.membership import contaminated_lm_benchmark
+    from methods.jecs import min_k_percent
+    from models.lm.tiny import build_tiny_llama, optimization_of
+    from models.lm.training import train_causal_lm
 
     m, ds = cfg.method, cfg.dataset
+    if cfg.model.source != "tiny_lm":
+        raise UserError("dataset=lm_membership trains the audited LMs: add "
+                        "model=membership-lm (or another tiny-lm config)")
     items, public, contaminated = contaminated_lm_benchmark(
         ds.n_items, ds.length, ds.vocab, ds.n_models, ds.rate_low, ds.rate_high, ctx.rng)
     audited = np.nonzero(~public)[0]
@@ -95,9 +92,10 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for k in ctx.progress(range(int(ds.n_models)), "training LMs"):
         rows = np.concatenate([items[public], items[audited[contaminated[:, k]]]])
         data = Dataset.from_dict({"input_ids": rows.tolist(), "labels": rows.tolist()})
-        lm = train_causal_lm(build_model(ds.lm, vocab_size=int(ds.vocab), pad_id=0), data,
-                             int(ds.lm.steps), int(ds.lm.batch_size), float(ds.lm.lr),
-                             ctx.seed * 100 + k, ctx.device).eval()
+        seed = ctx.seed * 100 + k
+        fresh = build_tiny_llama(cfg.model, int(ds.vocab), pad_id=0,
+                                 max_positions=int(ds.length), seed=seed)
+        lm = train_causal_lm(fresh, data, optimization_of(cfg.model), seed, ctx.compute)
         scores = min_k_percent(lm, items, float(ds.k_percent))
         per_model_p.append(conformal_pvalues(scores[public], scores[audited],
                                              m.randomized_pvalues, ctx.rng))
@@ -128,7 +126,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         runs = []
         for _ in ctx.progress(range(reps), f"audits ({design})"):
             scores = synthetic_membership(ds.n_items, ds.n_models, ds.rate_low, ds.rate_high,
-                                          spec.design, ds.shift, spec.rho, ds.n_calibration,
+                                          spec.design.name, ds.shift, spec.rho, ds.n_calibration,
                                           ctx.rng)
             audit, overlap = one_audit(scores, m, alphas, ctx.rng)
             runs.append(audit)
@@ -161,12 +159,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def _figure(results, alphas, designs):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, len(designs), figsize=(4.2 * len(designs), 7), squeeze=False)
+    fig, axes = subplots(len(designs), 2, panel=(4.2, 3.5), squeeze=False)
     for col, design in enumerate(designs):
         top, bottom = axes[0, col], axes[1, col]
         for i, name in enumerate(PROCEDURES):

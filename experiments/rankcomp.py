@@ -9,6 +9,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from data.profiles import load_preflib, sample_profile
+from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.rankcomp import ALGORITHMS, BASELINES, compress, pairwise_ok, positional_ok, psc_ok
@@ -151,12 +152,8 @@ def _timings(t_cfg, k: int, ctx: RunContext) -> list[dict]:
 
 
 def _figure(metrics: dict, timing: list[dict]):
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
+    fig, axes = subplots(3, panel=(5.33, 4.3))
     ax = axes[0]
     sat = {"positional": metrics["positional_satisfied_frac"],
            "psc_ear": metrics["psc_satisfied_frac"],

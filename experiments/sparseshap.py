@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.tabular import load_tabular
-from experiments.runner import UserError, register_paper
+from experiments.helpers.figures import subplots
+from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.sparseshap import ESTIMATORS, CountingValueFunction
 from methods.sparseshap.games import explanation_game, random_sparse_game
@@ -165,12 +167,8 @@ def _budget_curve(scale_rows, estimator: str, axis: str) -> list[tuple[int, floa
 
 
 def _figure(curves, n, s, default_budget, scale_rows):
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = subplots(2, panel=(5.5, 4.2))
     for i, (est, pts) in enumerate(curves.items()):
         b, q1, med, q3 = map(np.array, zip(*pts, strict=True))
         left.loglog(b, med, "o-", color=f"C{i}", label=est)

@@ -7,6 +7,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from data.trajectories import Trajectories, load_agent_log, synthetic_trajectories
+from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.tps import (
@@ -198,16 +199,12 @@ def _ranks_first(values: dict[str, float], reference: str, metric: str) -> bool:
 
 
 def _rank_figure(board: dict[str, dict[str, float]], predictors: list[str]):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from scipy.stats import rankdata
 
     metrics = list(board)
     ranks = np.array([rankdata([(-1 if m in HIGHER_IS_BETTER else 1) * board[m][p]
                                 for p in predictors], method="min") for m in metrics])
-    fig, ax = plt.subplots(figsize=(1.1 * len(predictors) + 3, 0.32 * len(metrics) + 1.5))
+    fig, ax = subplots(panel=(1.1 * len(predictors) + 3, 0.32 * len(metrics) + 1.5))
     ax.imshow(ranks, cmap="RdYlGn_r", aspect="auto", vmin=1, vmax=len(predictors))
     for i, m in enumerate(metrics):
         for j, p in enumerate(predictors):

@@ -1,2 +1,2 @@
-"""Language models: one loader for hub ids, local folders and the bundled SmolLM2 GGUF, and
-a tiny Llama-config model trained locally (mirrors the ``model`` config group)."""
+"""Model code shared by papers: the Lightning trainer factory (``trainer.py``, fed by the
+``trainer`` config group) and the language-model layer (``lm/``)."""

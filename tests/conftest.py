@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import open_dict  # noqa: E402
 
+from experiments.runner.cli import paper_keys, search_path_override  # noqa: E402
 from experiments.runner.job import execute  # noqa: E402
 from experiments.schemas import register_schemas  # noqa: E402
 
@@ -30,8 +31,10 @@ register_schemas()
 
 
 def compose_config(overrides: list[str], output_dir: Path | None = None):
-    """Compose ``conf/config.yaml`` with overrides, as ``run.py`` would (hydra node included)."""
+    """Compose ``conf/config.yaml`` with overrides, as ``run.py`` would (hydra node included,
+    the selected paper's config folder searchable)."""
     GlobalHydra.instance().clear()
+    overrides = overrides + search_path_override(paper_keys(overrides))
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     if output_dir is not None:

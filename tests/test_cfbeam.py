@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
 from methods.cfbeam import (
     CausalLMPolicy,
     beam_search,
@@ -105,7 +105,7 @@ def test_loader_local_round_trip_and_offline_error(tmp_path):
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    from models.loader import load_pretrained
+    from models.lm.loader import load_pretrained
 
     model = _tiny_llama()
     vocab = {f"t{i}": i for i in range(50)}
@@ -120,8 +120,9 @@ def test_loader_local_round_trip_and_offline_error(tmp_path):
 
 
 def test_cfbeam_smoke_run(run_dir):
-    metrics = run_paper(["+paper=cfbeam", "model.train_examples=400", "model.steps=20",
-                         "model.horizons=[2]", "dataset.horizons=[2]",
+    metrics = run_paper(["+paper=cfbeam", "dataset.train_examples=400", "model.steps=20",
+                         "model.min_held_out_accuracy=null", "dataset.max_digits=2",
+                         "dataset.horizons=[2]",
                          "dataset.prompts_per_horizon=3", "protocol.tree.coverages=[4,8]",
                          "protocol.tree.trials=20", "protocol.tree.reward_noise=[0.0]"],
                         run_dir)

@@ -1,4 +1,4 @@
-"""ctxflow: exact Gaussian flow vs large-n simulation, gradients, rate fitting, smoke run."""
+"""ctxflow: exact Gaussian flow vs large-n simulation, gradients, smoke run."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import torch
 
 from methods.ctxflow import (
     finite_context_flow,
-    fit_loglog_slope,
     gaussian_context_flow,
     icl_loss_finite,
     icl_loss_gaussian,
     random_flow_params,
-    slope_with_interval,
 )
 
 from .conftest import run_paper
@@ -94,15 +92,6 @@ def test_autograd_matches_finite_differences(loss):
         fd_v = (f(A, V + e) - f(A, V - e)) / (2 * eps)
         assert float(fd_a) == pytest.approx(float(ga[i, j]), rel=1e-5, abs=1e-9)
         assert float(fd_v) == pytest.approx(float(gv[i, j]), rel=1e-5, abs=1e-9)
-
-
-def test_slope_fit_recovers_a_known_rate():
-    rng = np.random.default_rng(0)
-    n = np.array([16, 64, 256, 1024, 4096], dtype=float)
-    assert fit_loglog_slope(n, 3 * n**-0.37) == pytest.approx(-0.37)
-    errs = 3 * n**-0.37 * np.exp(0.05 * rng.standard_normal((8, len(n))))
-    mean, lo, hi = slope_with_interval(n, errs)
-    assert lo < -0.37 < hi and hi - lo < 0.1
 
 
 def test_ctxflow_smoke_run(run_dir):

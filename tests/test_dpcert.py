@@ -20,10 +20,11 @@ from methods.dpcert import (
     gaussian_pld,
     gaussian_profile,
     is_certified,
+    naive_certified,
     profile_of,
+    radius_by_bisection,
     tradeoff,
 )
-from methods.dpcert.certify import radius_by_bisection
 
 from .conftest import run_paper
 
@@ -113,8 +114,6 @@ def test_certificate_monotonicity():
 
 
 def test_joint_dominates_the_union_bound():
-    from experiments.dpcert import naive_certified
-
     p_a = np.linspace(0.55, 0.999, 40)
     p_b = 1 - p_a
     for r in (1, 2):

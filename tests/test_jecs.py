@@ -9,10 +9,10 @@ from statsmodels.stats.multitest import multipletests
 
 from data.membership import synthetic_membership
 from methods.jecs import (
+    JECS,
     benjamini_hochberg,
     conformal_pvalues,
     fit_envelope,
-    jecs_select,
     max_p,
     storey_bh,
 )
@@ -49,8 +49,9 @@ def test_one_model_reduces_to_conformal_selection_with_storey_bh():
     rng = np.random.default_rng(1)
     s = synthetic_membership(800, 1, 0.3, 0.3, "independent", 2.5, 0.0, 500, rng)
     p = conformal_pvalues(s.calibration[0], s.scores[:, 0])[:, None]
-    selected, envelope = jecs_select(p, 0.1, rng=rng)
-    assert envelope.weights == (1.0,)
+    jecs = JECS(p, rng=rng)
+    selected = jecs.select(0.1)
+    assert jecs.envelope.weights == (1.0,)
     assert np.array_equal(selected, storey_bh(p[:, 0], 0.1))
 
 
@@ -59,7 +60,7 @@ def test_identity_envelope_equals_the_max_p_baseline():
     s = synthetic_membership(800, 3, 0.15, 0.35, "independent", 2.5, 0.0, 500, rng)
     p = np.column_stack([conformal_pvalues(c, s.scores[:, k])
                          for k, c in enumerate(s.calibration)])
-    selected, _ = jecs_select(p, 0.1, family="identity", rng=rng)
+    selected = JECS(p, family="identity", rng=rng).select(0.1)
     assert np.array_equal(selected, storey_bh(max_p(p), 0.1))
 
 
@@ -86,7 +87,7 @@ def test_gcr_is_controlled(design, rho):
         s = synthetic_membership(1000, 3, 0.15, 0.35, design, 2.5, rho, 500, rng)
         p = np.column_stack([conformal_pvalues(c, s.scores[:, k])
                              for k, c in enumerate(s.calibration)])
-        selected, _ = jecs_select(p, 0.1, n_boot=50, rng=rng)
+        selected = JECS(p, n_boot=50, rng=rng).select(0.1)
         null = s.contaminated.any(axis=1)
         fdps.append((selected & null).sum() / max(1, selected.sum()))
     mean, se = np.mean(fdps), np.std(fdps, ddof=1) / np.sqrt(len(fdps))
@@ -106,7 +107,7 @@ def test_min_k_percent_matches_a_direct_computation():
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from data.membership import min_k_percent
+    from methods.jecs import min_k_percent
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=12, hidden_size=16, intermediate_size=32,
@@ -124,6 +125,7 @@ def test_min_k_percent_matches_a_direct_computation():
 
 def test_jecs_lm_scores_smoke_run(run_dir):
     metrics = run_paper(["+paper=jecs", "dataset=lm_membership", "dataset.n_items=80",
-                         "dataset.n_models=2", "dataset.lm.steps=5", "method.n_boot=10"],
+                         "dataset.n_models=2", "model=membership-lm", "model.steps=5",
+                         "method.n_boot=10"],
                         run_dir)
     assert 0 <= metrics["lm_fdp_jecs"] <= 1 and 0 <= metrics["lm_power_jecs"] <= 1

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from data.profiles import rankings_from_pairwise, sample_profile
+from data.profiles import sample_profile
 from methods.rankcomp import compress, pairwise_ok, positional_ok, psc_ok
 from methods.rankcomp.algorithms import (
     psc_expanding_approvals,
@@ -119,13 +119,6 @@ def test_large_instances_positional_and_psc():
     profile = sample_profile("mallows", 1000, 10, seed=1)
     assert positional_ok(profile, compress("positional", profile, 7))
     assert psc_ok(profile, compress("psc_ear", profile, 7))
-
-
-def test_pairwise_preferences_to_rankings():
-    records = [{"annotator": "a", "chosen": x, "rejected": y}
-               for x, y in [("p", "q"), ("q", "r"), ("p", "r")]]
-    records += [{"annotator": "b", "chosen": "r", "rejected": "p"}]
-    assert rankings_from_pairwise(records).tolist() == [[0, 1, 2]]
 
 
 def test_rankcomp_smoke_run(run_dir):

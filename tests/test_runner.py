@@ -1,84 +1,173 @@
-"""The runner: registry, configs, run folder, determinism, errors, sweeps, W&B."""
+"""The runner: registry, configs, run folder, determinism, errors, exit codes, sweeps, W&B,
+devices, threads and seeding."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-from pathlib import Path
+import time
 
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from experiments.runner.errors import UserError
+from common.errors import UserError
+from experiments.runner.cli import check_arguments, job_name_override
 from experiments.runner.registry import check_paper, known_papers, load_protocol
 from experiments.runner.sweep_summary import summarize_sweep
-from experiments.schemas import all_method_schemas
+from experiments.schemas import (
+    all_dataset_schemas,
+    all_method_schemas,
+    all_protocol_schemas,
+    reject_unknown_keys,
+)
 
 from .conftest import ROOT, compose_config, run_paper
 
-PAPER_FILES = sorted(p.stem for p in (ROOT / "conf" / "paper").glob("*.yaml"))
-METHOD_FILES = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
+CONF = ROOT / "conf"
+PAPER_FILES = sorted(p.stem for p in (CONF / "paper").glob("*.yaml"))
+PAPER_OPTIONS = {group: sorted((p.parent.parent.name, p.stem)
+                               for p in CONF.glob(f"papers/*/{group}/*.yaml"))
+                 for group in ("method", "dataset", "model", "sweep")}
 DITHERQ_SMOKE = ["+paper=ditherq", "protocol.n_trials=3", "protocol.bits=[1,2]",
                  "protocol.timing_dims=[64]", "protocol.timing_repeats=2",
                  "dataset.dim=64", "dataset.n_random=2"]
 
 
-def _env():
-    return {**os.environ, "HYDRA_FULL_ERROR": "0"}
-
-
-def _cli(*args, timeout=120):
+def _cli(*args, timeout=120, env=None):
+    environment = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
     return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=_env())
+                          text=True, timeout=timeout, env=environment)
+
+
+def _untimed(metrics):
+    return {k: v for k, v in metrics.items() if not k.startswith("time_")}
 
 
 # -- registry and configs ---------------------------------------------------------------
 
 def test_registry_and_paper_configs_agree():
     assert known_papers() == PAPER_FILES
+    assert "helpers" not in known_papers() and "runner" not in known_papers()
+    assert sorted(all_protocol_schemas()) == PAPER_FILES
     for key in known_papers():
         assert callable(load_protocol(key))
-        assert OmegaConf.load(ROOT / "conf" / "paper" / f"{key}.yaml").paper.key == key
+        paper = OmegaConf.load(CONF / "paper" / f"{key}.yaml").paper
+        assert paper.key == key and paper.primary_metrics
+        assert (CONF / "papers" / key).is_dir()
 
 
 def test_unknown_paper_suggests_the_closest():
     with pytest.raises(UserError, match="unknown paper 'dithreq'; did you mean ditherq"):
         check_paper("dithreq")
+    with pytest.raises(UserError, match="unknown paper 'zzz'; known: cfbeam"):
+        check_paper("zzz")
 
 
-def test_every_method_file_has_a_schema_and_its_name():
-    schemas = all_method_schemas()
-    assert set(METHOD_FILES) <= set(schemas)
-    for name in METHOD_FILES:
-        cfg = compose_config([f"method={name}"])
-        assert cfg.method.name == name
+@pytest.mark.parametrize("paper,name", PAPER_OPTIONS["method"])
+def test_every_method_file_has_a_schema_and_composes(paper, name):
+    assert name in all_method_schemas()
+    cfg = compose_config([f"+paper={paper}", f"method={name}"])
+    assert cfg.method.name == name
+    reject_unknown_keys(cfg)
+
+
+@pytest.mark.parametrize("paper,name", PAPER_OPTIONS["dataset"] + [
+    ("cfbeam", p.stem) for p in sorted((CONF / "dataset").glob("*.yaml"))])
+def test_every_dataset_file_has_a_schema_and_composes(paper, name):
+    assert name in all_dataset_schemas()
+    cfg = compose_config([f"+paper={paper}", f"dataset={name}"])
+    assert cfg.dataset.name == name
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
+                         + sorted(p.stem for p in (CONF / "trainer").glob("*.yaml")))
+def test_every_model_and_trainer_file_composes(name):
+    group = "model" if (CONF / "model" / f"{name}.yaml").exists() else "trainer"
+    cfg = compose_config(["+paper=cfbeam", f"{group}={name}"])
+    assert cfg[group].name == name
+
+
+@pytest.mark.parametrize("paper,sweep", PAPER_OPTIONS["sweep"])
+def test_every_named_sweep_composes_and_sweeps_real_keys(paper, sweep):
+    cfg = compose_config([f"+paper={paper}", f"+sweep={sweep}"])
+    params = cfg.hydra.sweeper.params
+    assert params, f"{paper}/{sweep} sweeps nothing"
+    for key, values in params.items():
+        option = str(values).split(",")[0]
+        if key in ("method", "dataset", "model", "trainer"):
+            compose_config([f"+paper={paper}", f"{key}={option}"])
+        else:  # the swept key exists, and its first value composes
+            assert OmegaConf.select(cfg, key, default="<absent>") != "<absent>", key
+            compose_config([f"+paper={paper}", f"{key}={option}"])
 
 
 @pytest.mark.parametrize("key", PAPER_FILES)
 def test_every_paper_composes(key):
     cfg = compose_config([f"+paper={key}"])
     assert cfg.paper.key == key and cfg.paper.claim
+    reject_unknown_keys(cfg)
 
 
-def test_schema_rejects_typos_and_wrong_types_at_compose_time():
+def test_schema_rejects_typos_wrong_types_and_appended_keys():
     with pytest.raises(ConfigCompositionException) as typo:
         compose_config(["+paper=ditherq", "method.bitz=2"])
     assert "bitz" in str(typo.value) or isinstance(typo.value.__cause__, ConfigKeyError)
     with pytest.raises(ConfigCompositionException) as wrong_type:
         compose_config(["+paper=ditherq", "method.bits=two"])
     assert isinstance(wrong_type.value.__cause__, ValidationError)
-    with pytest.raises(ConfigCompositionException):
-        compose_config(["+paper=ditherq", "method.rotation=diagonal"])
+    for bad in (["method.rotation=diagonal"], ["seed=abc"], ["protocol.n_trials=many"],
+                ["dataset.dim=large"]):
+        with pytest.raises(ConfigCompositionException):
+            compose_config(["+paper=ditherq", *bad])
+    for appended in ("+method.bitz=2", "+protocol.extra=1", "+dataset.foo=1", "+foo=1"):
+        cfg = compose_config(["+paper=ditherq", appended])  # Hydra adds it ...
+        with pytest.raises(UserError, match="unknown key"):  # ... the runner refuses it
+            reject_unknown_keys(cfg)
+
+
+def test_ll_beam_is_cf_beam_without_the_filter():
+    cf = compose_config(["+paper=cfbeam", "method=cf_beam"]).method
+    ll = compose_config(["+paper=cfbeam", "method=ll_beam"]).method
+    assert ll.filter.name == "none" and cf.filter.name != "none"
+    assert {k: v for k, v in ll.items() if k not in ("name", "filter")} == \
+        {k: v for k, v in cf.items() if k not in ("name", "filter")}
 
 
 def test_numpy_only_paper_never_imports_torch():
-    code = ("import sys, experiments.ditherq, experiments.schemas;"
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    code = ("import sys, experiments.ditherq, experiments.schemas, experiments.runner.job;"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules "
+            "and 'lightning' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+# -- command-line checks (before Hydra writes anything) -----------------------------------
+
+@pytest.mark.parametrize("argv,message", [
+    (["seed=1"], "no paper selected"),
+    (["+paper=nosuchpaper"], "unknown paper 'nosuchpaper'; known: "),
+    (["+paper=cfbeam", "model=nosuchmodel"], "unknown model option 'nosuchmodel'"),
+    (["+paper=cfbeam", "model=qwen-4b"], "did you mean qwen3-4b"),
+    (["+paper=cfbeam", "method=kernel_shap"], "unknown method option 'kernel_shap'"),
+    (["+paper=ditherq", "device=gpu"], "device must be auto, cpu, cuda or cuda:<index>"),
+    (["+paper=ditherq", "hydra.run.dir=/proc/paperlab"], "not writable"),
+])
+def test_argument_checks(argv, message):
+    with pytest.raises(UserError, match=message):
+        check_arguments(argv)
+
+
+def test_job_folders_are_named_by_swept_keys_only():
+    argv = ["-m", "+paper=ditherq", "method.bits=1,2", "seed=0,1", "dataset.dim=64",
+            "protocol.timing_dims=[]", "+sweep=bits"]
+    (override,) = job_name_override(argv, ["ditherq"])
+    excluded = override.split("=", 1)[1].strip("[]").split(",")
+    assert {"dataset.dim", "protocol.timing_dims", "paper", "sweep"} <= set(excluded)
+    assert not {"method.bits", "seed", "method.rotation"} & set(excluded)
 
 
 # -- one run ----------------------------------------------------------------------------
@@ -92,33 +181,42 @@ def test_run_folder_and_determinism(tmp_path):
         assert (run / name).is_file(), name
     results = json.loads((run / "results.json").read_text())
     for key in ("paper", "method", "model", "dataset", "seed", "overrides", "git_sha",
-                "versions", "device", "wall_time_s", "metrics"):
+                "versions", "device", "threads", "wall_time_s", "metrics"):
         assert key in results
     assert results["method"] == "turboquant" and results["device"] == "cpu"
-
-    def untimed(m):
-        return {k: v for k, v in m.items() if not k.startswith("time_")}
-
-    assert untimed(first) == untimed(second)
+    assert _untimed(first) == _untimed(second)
     third = run_paper([*DITHERQ_SMOKE, "seed=1"], tmp_path / "c")
-    assert untimed(third) != untimed(first)
+    assert _untimed(third) != _untimed(first)
 
 
-def test_finished_job_is_skipped_on_rerun(tmp_path):
+def test_finished_job_is_skipped_and_another_runs_folder_refused(tmp_path):
     run_paper(DITHERQ_SMOKE, tmp_path / "a")
     stamp = (tmp_path / "a" / "metrics.json").stat().st_mtime_ns
     run_paper(DITHERQ_SMOKE, tmp_path / "a")
     assert (tmp_path / "a" / "metrics.json").stat().st_mtime_ns == stamp
+    with pytest.raises(SystemExit) as refused:
+        run_paper([*DITHERQ_SMOKE, "seed=5"], tmp_path / "a")
+    assert refused.value.code == 1
+    assert (tmp_path / "a" / "metrics.json").stat().st_mtime_ns == stamp
+    assert not (tmp_path / "a" / "failed.json").exists()
 
 
-def test_user_error_exits_cleanly_and_leaves_no_results(tmp_path):
+def test_user_error_during_the_run_leaves_failed_json_and_exit_2(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         run_paper(["+paper=ditherq", "dataset=npy_vectors", "dataset.path=/nonexistent.npy"],
                   tmp_path / "a")
     assert exit_info.value.code == 2
-    assert (tmp_path / "a" / "failed.json").is_file()
+    failed = json.loads((tmp_path / "a" / "failed.json").read_text())
+    assert failed["user_error"] and "nonexistent" in failed["error"]
     assert not (tmp_path / "a" / "metrics.json").exists()
     assert not (tmp_path / "a" / "results.json").exists()
+
+
+def test_refused_config_leaves_no_run_folder(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        run_paper([*DITHERQ_SMOKE, "+method.bitz=2"], tmp_path / "a")
+    assert exit_info.value.code == 1
+    assert not (tmp_path / "a").exists()
 
 
 def test_wandb_offline_run_holds_the_figure(tmp_path, monkeypatch):
@@ -129,24 +227,113 @@ def test_wandb_offline_run_holds_the_figure(tmp_path, monkeypatch):
     assert list(runs[0].rglob("*mse_vs_bits*.png"))
 
 
-# -- command line -----------------------------------------------------------------------
+def test_threads_setting_is_applied_and_recorded(tmp_path, monkeypatch):
+    import torch
 
-@pytest.mark.parametrize("args,message", [
-    ((), "known papers: "),
-    (("+paper=dithreq",), "did you mean ditherq"),
-    (("+paper=ditherq", "method.bitz=2"), "bitz"),
-    (("+paper=ditherq", "method.bits=two"), "two"),
-    (("+paper=ditherq", "method=turboqant"), "turboqant"),
-    (("+paper=ditherq", "device=cuda"), "no CUDA GPU"),
-    (("+paper=ditherq", "hydra.run.dir=/proc/paperlab"), "not writable"),
-    (("+paper=cfbeam", "model=qwen3-4b"), "not in the local Hugging Face cache"),
+    from experiments.runner.seeding import thread_count
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert thread_count(3) == 3 and thread_count(None) >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert thread_count(None) == 2
+    before = torch.get_num_threads()
+    try:
+        run_paper([*DITHERQ_SMOKE, "threads=2"], tmp_path / "a")
+        assert torch.get_num_threads() == 2
+        assert json.loads((tmp_path / "a" / "results.json").read_text())["threads"] == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_torch_is_seeded_and_threaded_at_its_first_import():
+    code = ("from experiments.runner.seeding import apply_threads, seed_everything;"
+            "seed_everything(7); apply_threads(1);"
+            "import torch; a = torch.rand(3); torch.manual_seed(7);"
+            "assert torch.equal(a, torch.rand(3)); assert torch.get_num_threads() == 1")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60, env=env)
+
+
+def test_auto_device_resolves_to_cuda_when_torch_sees_a_gpu(monkeypatch, tmp_path):
+    import torch
+
+    from experiments.runner.context import RunContext
+    from models.trainer import Compute
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    trainer = compose_config(["+paper=cfbeam"]).trainer
+    ctx = RunContext(tmp_path, tmp_path, "auto", trainer, 0)
+    assert ctx.resolved_device == "cpu"  # nothing resolved before a protocol asks
+    assert ctx.device == "cuda"
+    assert Compute.from_config(trainer, "cuda").accelerator == "gpu"
+    assert Compute.from_config(trainer, "cuda:1").devices == [1]
+    assert Compute.from_config(trainer, "cuda:1").device == "cuda:1"
+    assert RunContext(tmp_path, tmp_path, "cuda:1", trainer, 0).device == "cuda:1"
+    with pytest.raises(UserError, match="only 2 GPU"):
+        _ = RunContext(tmp_path, tmp_path, "cuda:2", trainer, 0).device
+    assert Compute.from_config(compose_config(["+paper=cfbeam", "trainer=ddp"]).trainer,
+                               "cpu").strategy == "ddp"
+
+
+# -- the command line, end to end -----------------------------------------------------------
+
+@pytest.mark.parametrize("args,message,code", [
+    ((), "known papers: ", 1),
+    (("seed=1",), "no paper selected", 1),
+    (("+paper=dithreq",), "did you mean ditherq", 1),
+    (("+paper=ditherq", "method.bits=two"), "two", 1),
+    (("+paper=ditherq", "seed=abc"), "abc", 1),
+    (("+paper=ditherq", "+method.bitz=2"), "unknown key method.bitz", 1),
+    (("+paper=ditherq", "method=turboqant"), "did you mean turboquant", 1),
+    (("+paper=ditherq", "device=cuda"), "no CUDA GPU", 1),
+    (("+paper=ditherq", "dataset=npy_vectors", "dataset.path=/nonexistent.npy"),
+     "nonexistent", 2),
 ])
-def test_user_mistakes_give_one_clear_line(args, message):
-    proc = _cli(*args)
-    assert proc.returncode != 0
+def test_user_mistakes_give_one_clear_line_and_the_documented_exit_code(
+        tmp_path, args, message, code):
+    run_dir = tmp_path / "run"
+    proc = _cli(*args, f"hydra.run.dir={run_dir}", f"paths.output_dir={tmp_path / 'out'}"
+                ) if args else _cli()
+    assert proc.returncode == code, proc.stderr[-2000:]
     assert message in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr
+    if code == 1:
+        assert not run_dir.exists() and not (tmp_path / "out").exists()
+    else:
+        assert (run_dir / "failed.json").is_file()
 
+
+def test_a_model_missing_offline_fails_within_seconds(monkeypatch):
+    from models.lm.loader import load_pretrained
+
+    for offline, endpoint in (("1", None), ("0", "http://127.0.0.1:9")):
+        monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+        if endpoint:
+            monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        start = time.perf_counter()
+        with pytest.raises(UserError, match="not in the local Hugging Face cache"):
+            load_pretrained("Qwen/Qwen3-4B")
+        assert time.perf_counter() - start < 10
+
+
+def test_sigterm_writes_failed_json_and_exits_143(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "run.py", "+paper=ditherq",
+                             "protocol.n_trials=100000", f"hydra.run.dir={run_dir}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not (run_dir / "config_resolved.yaml").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    failed = json.loads((run_dir / "failed.json").read_text())
+    assert failed["interrupted"] and "SIGTERM" in failed["error"]
+
+
+# -- sweeps -------------------------------------------------------------------------------
 
 def test_multirun_with_joblib_writes_jobs_and_summary(tmp_path):
     sweep = tmp_path / "sweep"
@@ -154,13 +341,19 @@ def test_multirun_with_joblib_writes_jobs_and_summary(tmp_path):
                 "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                 f"hydra.sweep.dir={sweep}", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert len(list(sweep.glob("*/results.json"))) == 6
+    jobs = sorted(p.parent.name for p in sweep.glob("*/results.json"))
+    assert len(jobs) == 6
+    for name in jobs:  # only the swept settings, nothing a shell or file system trips on
+        assert "timing_dims" not in name and "dataset.dim" not in name
+        assert "method.bits=" in name and "seed=" in name
+        assert not set(name) & set("[]{}()' ,/")
     summary = (sweep / "summary.md").read_text()
     assert "method.bits" in summary and "| 2 |" in summary  # two seeds per configuration
+    assert "ditherq" in summary.splitlines()[0]
     assert (sweep / "summary.png").is_file()
 
 
-def test_sweep_summary_mean_and_std(tmp_path):
+def test_sweep_summary_mean_std_best_and_fallback(tmp_path):
     for i, (bits, seed, value) in enumerate([(1, 0, 1.0), (1, 1, 3.0), (2, 0, 5.0)]):
         job = tmp_path / str(i)
         job.mkdir()
@@ -169,11 +362,43 @@ def test_sweep_summary_mean_and_std(tmp_path):
             "metrics": {"mse": value}}))
     (tmp_path / "3").mkdir()
     (tmp_path / "3" / "failed.json").write_text("{}")
-    summarize_sweep(tmp_path, ["mse"])
+    summarize_sweep(tmp_path, {"mse": False}, "x: sweep bits")
     rows = (tmp_path / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("method.bits,n_seeds,mse_mean,mse_std")
     assert rows[1].split(",")[:4] == ["1", "2", "2.0", repr(2**0.5)]
-    assert "1 job(s) failed" in (tmp_path / "summary.md").read_text()
+    md = (tmp_path / "summary.md").read_text()
+    assert "1 job(s) failed: 3/failed.json" in md and "**2 ± 1.4**" in md
+    assert md.startswith("# x: sweep bits")
+    summarize_sweep(tmp_path, {"not_a_metric": True})  # primary metrics absent: fall back
+    assert "mse" in (tmp_path / "summary.md").read_text()
+
+
+def test_seed_only_sweep_has_a_summary_and_figure(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = _cli("-m", *DITHERQ_SMOKE, "seed=0,1", f"hydra.sweep.dir={sweep}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "mse" in (sweep / "summary.md").read_text()
+    assert (sweep / "summary.png").is_file()
+
+
+def test_failed_sweep_job_keeps_the_others_and_ends_with_the_failures(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = _cli("-m", *DITHERQ_SMOKE, "method=turboquant,rabitq", "method.bits=2",
+                f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 2  # rabitq is 1-bit only
+    assert len(list(sweep.glob("*/results.json"))) == 1
+    (failed,) = sweep.glob("*/failed.json")
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output
+    assert "1 of 2 jobs failed" in output and str(failed) in output
+    assert "1 job(s) failed" in (sweep / "summary.md").read_text()
+
+
+def test_make_sweep_lists_the_sweeps_of_a_paper():
+    proc = subprocess.run(["make", "-s", "sweep", "PAPER=ditherq"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "bits" in proc.stdout
 
 
 @pytest.mark.slow
@@ -184,14 +409,3 @@ def test_multirun_with_submitit_local(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(list(sweep.glob("*/results.json"))) == 2
     assert (sweep / "summary.csv").is_file()
-
-
-def test_failed_sweep_job_keeps_the_others(tmp_path):
-    sweep = tmp_path / "sweep"
-    proc = _cli("-m", *DITHERQ_SMOKE, "method=turboquant,rabitq", "method.bits=2",
-                f"hydra.sweep.dir={sweep}")
-    assert proc.returncode != 0  # rabitq is 1-bit only
-    assert len(list(sweep.glob("*/results.json"))) == 1
-    assert len(list(sweep.glob("*/failed.json"))) == 1
-    assert "1 job(s) failed" in (sweep / "summary.md").read_text()
-    Path(sweep / "summary.md").unlink()

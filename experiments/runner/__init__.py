@@ -1,10 +1,25 @@
-"""The runner core: paper registry, run context, result writing, loggers, sweep summaries.
+"""The runner core: paper registry, command line, run context, result writing, loggers,
+sweep summaries.
 
 Nothing in this package imports torch, transformers or lightning at import time, so a
 numpy-only paper stays cheap to start.
 """
 
-from experiments.runner.errors import UserError
+import re
+
+from omegaconf import OmegaConf
+
 from experiments.runner.registry import known_papers, load_protocol, register_paper
 
-__all__ = ["UserError", "known_papers", "load_protocol", "register_paper"]
+
+def safe_name(text: str) -> str:
+    """A file-system-safe folder name: anything but letters, digits and ``._=-,`` becomes
+    ``-`` (used for sweep job folders: ``hydra.sweep.subdir``)."""
+    return re.sub(r"[^A-Za-z0-9._=,-]+", "-", str(text)).strip("-")[:120]
+
+
+# Registered on import: Hydra resolves job folder names in launcher worker processes too,
+# which import this package when they unpickle the sweep-summary callback.
+OmegaConf.register_new_resolver("safe_name", safe_name, replace=True)
+
+__all__ = ["known_papers", "load_protocol", "register_paper", "safe_name"]

@@ -2,22 +2,25 @@
 
 A protocol receives ``(cfg, ctx)`` and returns its final scalar metrics. It writes tables,
 figures and streamed scalars only through ``ctx`` so that the run folder layout, the W&B
-mirror and the progress reporting are the same for every paper.
+mirror and the progress reporting are the same for every paper. Under a multi-process
+launch (``trainer=ddp``) every rank runs the protocol, and only global rank 0 writes.
 """
 
 from __future__ import annotations
 
 import csv
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from omegaconf import DictConfig
 
+from common.cache import load_or_build
+from common.ranks import is_global_zero
 from experiments.runner.results import to_scalar, write_csv
+from experiments.runner.seeding import resolve_device
 
 T = TypeVar("T")
 log = logging.getLogger("paperlab")
@@ -28,26 +31,48 @@ class RunContext:
     """The runner's side of the protocol contract.
 
     Attributes:
-        cfg: the resolved job config.
         output_dir: the run folder (``tables/``, ``figures/``, ``curves.csv`` go here).
         cache_dir: a folder shared between runs for expensive, config-keyed artefacts.
-        device: ``"cpu"`` or ``"cuda[:i]"``, resolved once by the runner.
+        requested_device: ``device`` as configured; ``device`` resolves it on first use.
+        trainer: the ``trainer`` config (Lightning accelerator, strategy, devices, ...).
         seed: the run seed; ``rng`` is a numpy Generator seeded from it.
         stream_curves: write ``ctx.log`` scalars to ``curves.csv`` (``logger=csv|wandb``).
         wandb: the W&B mirror or ``None``.
     """
 
-    cfg: DictConfig
     output_dir: Path
     cache_dir: Path
-    device: str
+    requested_device: str
+    trainer: Any
     seed: int
     stream_curves: bool = True
     wandb: Any = None
     rng: np.random.Generator = field(init=False)
+    _device: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
+        self.writes = is_global_zero()
+
+    @property
+    def device(self) -> str:
+        """``cpu`` or ``cuda[:i]``: ``device=auto`` is resolved when a protocol first asks
+        (after it imported torch), so lazily importing papers get the GPU too."""
+        if self._device is None:
+            self._device = resolve_device(self.requested_device)
+        return self._device
+
+    @property
+    def resolved_device(self) -> str:
+        """The device the run used (``cpu`` when the protocol never asked for one)."""
+        return self._device or "cpu"
+
+    @property
+    def compute(self):
+        """How to train: a ``models.trainer.Compute`` from ``trainer`` and ``device``."""
+        from models.trainer import Compute
+
+        return Compute.from_config(self.trainer, self.device)
 
     def info(self, message: str) -> None:
         """A line for the console and ``run.log``."""
@@ -55,6 +80,8 @@ class RunContext:
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Stream scalars (long format ``step,key,value`` in ``curves.csv``, and to W&B)."""
+        if not self.writes:
+            return
         values = {k: to_scalar(v) for k, v in metrics.items()}
         if self.stream_curves:
             path = self.output_dir / "curves.csv"
@@ -71,9 +98,10 @@ class RunContext:
     def save_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> Path:
         """Write ``tables/<name>.csv`` (and a ``wandb.Table``)."""
         path = self.output_dir / "tables" / f"{name}.csv"
-        write_csv(path, rows)
-        if self.wandb is not None:
-            self.wandb.log_table(name, rows)
+        if self.writes:
+            write_csv(path, rows)
+            if self.wandb is not None:
+                self.wandb.log_table(name, rows)
         return path
 
     def save_figure(self, name: str, fig: Any) -> Path:
@@ -81,17 +109,26 @@ class RunContext:
         import matplotlib.pyplot as plt
 
         path = self.output_dir / "figures" / f"{name}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        if self.wandb is not None:
-            self.wandb.log_image(name, path)
+        if self.writes:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+            if self.wandb is not None:
+                self.wandb.log_image(name, path)
         plt.close(fig)
         return path
 
+    def cached(self, kind: str, config: Mapping[str, Any], version: str,
+               build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
+        """An expensive artefact (a trained model, converted weights) from
+        ``cache_dir/<kind>/<hash of config and version>``: built atomically once, rebuilt
+        when incomplete or unreadable (see ``common/cache.py``)."""
+        return load_or_build(self.cache_dir, kind, config, version, build, load)
+
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:
-        """A progress bar over ``items`` (tqdm on stderr)."""
+        """A progress bar over ``items`` (tqdm on stderr; silent on ranks other than 0)."""
         from tqdm.auto import tqdm
 
         if total is None and hasattr(items, "__len__"):
             total = len(items)  # type: ignore[arg-type]
-        yield from tqdm(items, desc=desc, total=total, mininterval=1.0, leave=False)
+        yield from tqdm(items, desc=desc, total=total, mininterval=1.0, leave=False,
+                        disable=not self.writes)

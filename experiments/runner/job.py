@@ -1,7 +1,15 @@
-"""One job: compose -> seed -> protocol -> results, the same for every paper.
+"""One job: check -> seed -> protocol -> results, the same for every paper.
 
 ``run.py`` calls :func:`execute` from inside ``@hydra.main``; tests call it through the
 compose API with a fake Hydra runtime (see ``tests/conftest.py``).
+
+Outcomes (README, "Exit codes"):
+- the config is refused before the protocol starts (unknown key, device, a folder holding
+  another run): one ``error:`` line, exit code 1, and the files Hydra created are removed;
+- the protocol stops on a user error (2, one line) or a bug (2, traceback), or is
+  interrupted (130 / 143): ``failed.json`` in the run folder says why, no metrics;
+- in a multirun a failed job writes ``failed.json`` and the sweep goes on; ``run.py`` ends
+  with the summary line and exit code 2 when any job failed.
 """
 
 from __future__ import annotations
@@ -9,9 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,9 +32,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import UserError, ensure_writable
+from common.ranks import is_global_zero
 from experiments.runner.context import RunContext
-from experiments.runner.errors import UserError, ensure_writable
-from experiments.runner.registry import known_papers, load_protocol
+from experiments.runner.registry import load_protocol
 from experiments.runner.results import (
     clean_metrics,
     config_hash,
@@ -30,78 +43,139 @@ from experiments.runner.results import (
     package_versions,
     write_json,
 )
-from experiments.runner.seeding import resolve_device, seed_everything
+from experiments.runner.seeding import apply_threads, check_device, seed_everything, thread_count
+from experiments.schemas import reject_unknown_keys
 
 log = logging.getLogger("paperlab")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXIT_REJECTED, EXIT_FAILED = 1, 2
 
 
-def execute(cfg: DictConfig) -> dict[str, Any]:
-    """Run the paper selected by ``+paper=<key>``; return its metrics (for sweepers)."""
+@dataclass
+class Job:
+    """What ``_prepare`` checked and resolved, for ``_run``."""
+
+    key: str
+    config_hash: str
+    protocol: Callable
+    threads: int
+    choices: dict[str, str]
+    overrides: list[str]
+    output_dir: Path
+    hydra_cfg: Any
+    multirun: bool
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or SIGINT) during a run: recorded in ``failed.json``, then the exit."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+def execute(cfg: DictConfig) -> dict[str, Any] | None:
+    """Run the paper selected by ``+paper=<key>``; return its metrics (None if it failed
+    inside a multirun)."""
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
-        return _execute(cfg, output_dir, hydra_cfg, multirun)
+        job = _prepare(cfg, hydra_cfg, output_dir)
     except UserError as err:
-        # In a multirun the launcher records the failure and carries on with other jobs.
-        if multirun or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if multirun:
+            return _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+        _remove_hydra_files(output_dir, hydra_cfg)
+        if full_errors:
             raise
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_REJECTED)
+    if not isinstance(job, Job):  # skipped: the folder holds this config's results
+        return job
+    try:
+        return _run(cfg, job)
+    except Interrupted as err:
+        _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        _record_failure(output_dir, cfg, hydra_cfg, Interrupted(signal.SIGINT), multirun)
+        raise
+    except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
+        _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+        if multirun:
+            return None
+        if full_errors:
+            raise
+        if isinstance(err, UserError):
+            print(f"error: {err}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+        sys.exit(EXIT_FAILED)
 
 
-def _execute(cfg: DictConfig, output_dir: Path, hydra_cfg: Any, multirun: bool) -> dict:
-    if "paper" not in cfg:
-        raise UserError("no paper selected: add +paper=<key>, one of: "
-                        + ", ".join(known_papers()))
+def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
+    """Everything checked before a run starts; returns the job, or the previous metrics
+    when the folder already holds this config's results."""
+    if cfg.get("paper") is None:
+        raise UserError("no paper selected: python run.py +paper=<key> [overrides]")
+    reject_unknown_keys(cfg)
     key = str(cfg.paper.key)
     cfg_hash = config_hash(cfg)
-    results_path = output_dir / "results.json"
-    if results_path.exists():
-        previous = json.loads(results_path.read_text())
-        if previous.get("config_hash") == cfg_hash:
-            log.info("skipping: %s already holds results for this config", output_dir)
-            return previous["metrics"]
-
+    previous = output_dir / "results.json"
+    if previous.exists():
+        done = json.loads(previous.read_text())
+        if done.get("config_hash") == cfg_hash:
+            log.info("skipping: %s already holds the results of this config", output_dir)
+            return done["metrics"]
+        raise UserError(f"{output_dir} already holds the results of another run "
+                        f"(paper {done.get('paper')}, overrides {done.get('overrides')}); "
+                        "choose another hydra.run.dir or delete that folder")
+    check_device(str(cfg.device))
+    threads = thread_count(cfg.threads)
     ensure_writable(output_dir, f"output folder {output_dir}")
-    (output_dir / "failed.json").unlink(missing_ok=True)
-    log.info("resolved config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
-    (output_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-
     protocol = load_protocol(key)
-    seed = int(cfg.seed)
-    seed_everything(seed)
-    device = resolve_device(str(cfg.device))
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
-               if not k.startswith("hydra/") and v is not None}
-    overrides = list(hydra_cfg.overrides.task)
+               if not k.startswith(("hydra/", "schema")) and v is not None}
+    return Job(key, cfg_hash, protocol, threads, choices, list(hydra_cfg.overrides.task),
+               output_dir, hydra_cfg, hydra_cfg.mode == RunMode.MULTIRUN)
 
-    mirror = _start_wandb(cfg, key, choices, overrides, output_dir, hydra_cfg, multirun)
-    ctx = RunContext(cfg=cfg, output_dir=output_dir, cache_dir=Path(cfg.paths.cache_dir),
-                     device=device, seed=seed,
+
+def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
+    output_dir, key, seed = job.output_dir, job.key, int(cfg.seed)
+    writes = is_global_zero()
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    apply_threads(job.threads)
+    seed_everything(seed)
+    _on_signals()
+    (output_dir / "failed.json").unlink(missing_ok=True)
+    resolved = OmegaConf.to_yaml(cfg, resolve=True)
+    if writes:
+        (output_dir / "config_resolved.yaml").write_text(resolved)
+    _print_header(cfg, job)
+
+    mirror = _start_wandb(cfg, job) if writes else None
+    ctx = RunContext(output_dir=output_dir, cache_dir=Path(cfg.paths.cache_dir),
+                     requested_device=str(cfg.device), trainer=cfg.trainer, seed=seed,
                      stream_curves=cfg.logger.name in ("csv", "wandb"), wandb=mirror)
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat()
     try:
-        raw = protocol(cfg, ctx)
-        metrics = clean_metrics(raw)
-    except BaseException as err:
-        write_json(output_dir / "failed.json", {
-            "paper": key, "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc(), "overrides": overrides,
-        })
+        metrics = clean_metrics(job.protocol(cfg, ctx))
+    except BaseException:
         if mirror is not None:
             mirror.finish(exit_code=1)
         raise
     wall = time.perf_counter() - started
-
+    if not writes:
+        return metrics
     write_json(output_dir / "metrics.json", metrics)
-    write_json(results_path, {
+    write_json(output_dir / "results.json", {
         "metrics": metrics, "paper": key, "title": cfg.paper.get("title"),
-        "method": choices.get("method"), "model": choices.get("model"),
-        "dataset": choices.get("dataset"), "seed": seed, "device": device,
-        "overrides": overrides, "choices": choices, "config_hash": cfg_hash,
+        "method": job.choices.get("method"), "model": job.choices.get("model"),
+        "dataset": job.choices.get("dataset"), "seed": seed,
+        "device": ctx.resolved_device, "threads": job.threads,
+        "overrides": job.overrides, "choices": job.choices, "config_hash": job.config_hash,
         "git_sha": git_sha(PROJECT_ROOT), "versions": package_versions(),
         "python": sys.version.split()[0], "started_at": started_at,
         "wall_time_s": round(wall, 3),
@@ -109,30 +183,96 @@ def _execute(cfg: DictConfig, output_dir: Path, hydra_cfg: Any, multirun: bool) 
     if mirror is not None:
         mirror.summary(metrics)
         mirror.finish(exit_code=0)
-    _print_metrics(key, metrics, output_dir)
+    _print_footer(cfg, metrics, output_dir)
     return metrics
 
 
-def _start_wandb(cfg, key, choices, overrides, output_dir, hydra_cfg, multirun):
+def _on_signals() -> None:
+    """SIGTERM ends the run like Ctrl-C: failed.json says 'interrupted', W&B is closed."""
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (some launchers): leave the default
+        pass
+
+
+def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: BaseException,
+                    multirun: bool) -> None:
+    """Write ``failed.json``; in a multirun also log the one line the sweep reports."""
+    if not is_global_zero():
+        return None
+    interrupted = isinstance(err, Interrupted | KeyboardInterrupt)
+    message = (f"interrupted ({err})" if interrupted else f"{type(err).__name__}: {err}")
+    if (output_dir / "results.json").exists():  # a folder of another run: leave it alone
+        log.error("job %s: %s", output_dir, message)
+        return None
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json(output_dir / "failed.json", {
+        "paper": OmegaConf.select(cfg, "paper.key"), "error": message,
+        "user_error": isinstance(err, UserError), "interrupted": interrupted,
+        "traceback": None if isinstance(err, UserError) or interrupted
+        else traceback.format_exc(),
+        "overrides": list(hydra_cfg.overrides.task),
+    })
+    if multirun:
+        if not isinstance(err, UserError | Interrupted | KeyboardInterrupt):
+            log.error("%s", traceback.format_exc())
+        log.error("job failed: %s (%s)", message, output_dir / "failed.json")
+    return None
+
+
+def _remove_hydra_files(output_dir: Path, hydra_cfg: Any) -> None:
+    """A refused run leaves no folder: remove what Hydra wrote (never anything else)."""
+    subdir = hydra_cfg.output_subdir
+    if subdir:
+        shutil.rmtree(output_dir / subdir, ignore_errors=True)
+    (output_dir / f"{hydra_cfg.job.name}.log").unlink(missing_ok=True)
+    try:
+        output_dir.rmdir()  # only if now empty
+    except OSError:
+        pass
+
+
+def _print_header(cfg: DictConfig, job: Job) -> None:
+    c = job.choices
+    log.info("paper %s | method %s | model %s | dataset %s | trainer %s | seed %s | device %s "
+             "| threads %d", job.key, c.get("method"), c.get("model"), c.get("dataset"),
+             c.get("trainer"), cfg.seed, cfg.device, job.threads)
+    log.info("run folder %s (full config: config_resolved.yaml)", job.output_dir)
+
+
+def _print_footer(cfg: DictConfig, metrics: dict, output_dir: Path) -> None:
+    primary = [m for m in (cfg.paper.get("primary_metrics") or {}) if m in metrics]
+    shown = primary or list(metrics)[:12]
+    width = max((len(k) for k in shown), default=0)
+    lines = [f"  {k:<{width}}  {_fmt(metrics[k])}" for k in shown]
+    figures = sorted((output_dir / "figures").glob("*.png"))
+    lines += [f"  figure: {p}" for p in figures]
+    log.info("%s: %d metrics in %s\n%s", cfg.paper.key, len(metrics),
+             output_dir / "metrics.json", "\n".join(lines))
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _start_wandb(cfg: DictConfig, job: Job):
     if cfg.logger.name != "wandb":
         return None
     from experiments.runner.wandb_logger import WandbMirror
 
-    group = cfg.logger.group or (Path(hydra_cfg.sweep.dir).name if multirun else key)
+    hydra_cfg, key, choices = job.hydra_cfg, job.key, job.choices
+    group = cfg.logger.group or (Path(hydra_cfg.sweep.dir).name if job.multirun else key)
     method = choices.get("method", "none")
     config = OmegaConf.to_container(cfg, resolve=True)
-    config.update({"choices": choices, "overrides": overrides})
+    config.update({"choices": choices, "overrides": job.overrides})
     return WandbMirror(
         project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=str(group), job_type=str(method), name=f"{key}-{method}-s{cfg.seed}",
         tags=[key, str(method), f"model:{choices.get('model')}",
               f"dataset:{choices.get('dataset')}", f"seed:{cfg.seed}"],
-        config=config, output_dir=output_dir,
+        config=config, output_dir=job.output_dir,
+        primary_metrics=dict(cfg.paper.get("primary_metrics") or {}),
     )
-
-
-def _print_metrics(key: str, metrics: dict, output_dir: Path) -> None:
-    width = max((len(k) for k in metrics), default=0)
-    lines = [f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}"
-             for k, v in metrics.items()]
-    log.info("%s metrics (%s):\n%s", key, output_dir / "metrics.json", "\n".join(lines))

@@ -1,6 +1,7 @@
 """The paper registry.
 
-Registration is lazy: the set of papers is the set of modules ``experiments/<key>.py``,
+Registration is lazy: the set of papers is the set of modules ``experiments/<key>.py``
+(packages there, such as ``runner``, ``schemas`` and ``helpers``, are infrastructure),
 found without importing them, so ``python run.py +paper=jecs`` imports only the jecs
 protocol (and never torch or transformers unless that paper needs them). Importing a
 protocol module runs its ``@register_paper("<key>")`` decorator, which records the one
@@ -15,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.runner.errors import did_you_mean
+from common.errors import did_you_mean
 
 Protocol = Callable[[Any, Any], dict[str, float]]
 
 _EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent
-_NOT_PAPERS = {"runner", "schemas"}
 _PROTOCOLS: dict[str, Protocol] = {}
 
 
@@ -29,7 +29,7 @@ def known_papers() -> list[str]:
     return sorted(
         m.name
         for m in pkgutil.iter_modules([str(_EXPERIMENTS_DIR)])
-        if m.name not in _NOT_PAPERS and not m.name.startswith("_")
+        if not m.ispkg and not m.name.startswith("_")
     )
 
 

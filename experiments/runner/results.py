@@ -14,7 +14,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-TIMING_PREFIX = "time_"
 _VERSIONED_PACKAGES = ("numpy", "scipy", "torch", "hydra-core", "omegaconf", "lightning",
                        "transformers", "datasets", "wandb", "scikit-learn")
 

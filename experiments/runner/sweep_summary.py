@@ -23,6 +23,7 @@ from experiments.runner.results import write_csv
 
 log = logging.getLogger("paperlab")
 _NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
+last_sweep: dict[str, Any] = {}  # the latest sweep of this process: its folder, failed jobs
 
 
 def _settings(overrides: list[str]) -> dict[str, str]:
@@ -41,10 +42,15 @@ def _number(value: str) -> float | None:
         return None
 
 
-def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path | None:
-    """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty)."""
+def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
+                    title: str | None = None) -> Path | None:
+    """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty).
+
+    ``primary``: metric name -> higher is better (the paper's ``primary_metrics``); the
+    table shows those the jobs have (else the jobs' first metrics) and marks the best
+    configuration in bold; the figure plots the first."""
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("results.json"))]
-    failed = sorted(p.parent.name for p in sweep_dir.rglob("failed.json"))
+    failed = sorted(p for p in sweep_dir.rglob("failed.json"))
     if not results:
         log.warning("sweep %s: no job finished (%d failed)", sweep_dir, len(failed))
         return None
@@ -76,23 +82,42 @@ def summarize_sweep(sweep_dir: Path, primary: list[str] | None = None) -> Path |
     write_csv(tmp.with_suffix(".csv"), rows)
     tmp.with_suffix(".csv").replace(csv_path)
 
-    shown = [m for m in (primary or metric_names) if m in metric_names][:8]
+    primary = {m: up for m, up in (primary or {}).items() if m in metric_names}
+    shown = list(primary) or [m for m in metric_names if not m.startswith("time_")][:8]
     header = swept + ["n_seeds"] + shown
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
+    best = {m: _best_row(rows, m, primary[m]) for m in primary if len(rows) > 1}
+    lines = [f"# {title or sweep_dir.name}", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, row in enumerate(rows):
         cells = [str(row.get(k, "")) for k in swept] + [str(row["n_seeds"])]
-        cells += [f"{row[f'{m}_mean']:.4g} ± {row[f'{m}_std']:.2g}" for m in shown]
+        for m in shown:
+            cell = f"{row[f'{m}_mean']:.4g} ± {row[f'{m}_std']:.2g}"
+            cells.append(f"**{cell}**" if best.get(m) == i else cell)
         lines.append("| " + " | ".join(cells) + " |")
+    if primary:
+        lines.append("\nbold: best configuration (" + ", ".join(
+            f"{m}: {'higher' if up else 'lower'} is better" for m, up in primary.items()) + ")")
     if failed:
-        lines.append(f"\n{len(failed)} job(s) failed: {', '.join(failed)} (see failed.json)")
+        lines.append(f"\n{len(failed)} job(s) failed: "
+                     + ", ".join(str(p.relative_to(sweep_dir)) for p in failed))
     tmp.with_suffix(".md").write_text("\n".join(lines) + "\n")
     tmp.with_suffix(".md").replace(sweep_dir / "summary.md")
     if shown:
-        _plot(tmp.with_suffix(".png"), rows, swept, shown[0])
+        _plot(tmp.with_suffix(".png"), rows, swept, shown[0], title or sweep_dir.name,
+              primary.get(shown[0]))
         tmp.with_suffix(".png").replace(sweep_dir / "summary.png")
+    last_sweep.update(dir=sweep_dir, jobs=len(results) + len(failed), failed=failed)
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
+
+
+def _best_row(rows: list[dict], metric: str, higher_is_better: bool) -> int | None:
+    values = [r[f"{metric}_mean"] for r in rows]
+    finite = [(v, i) for i, v in enumerate(values) if math.isfinite(v)]
+    if not finite:
+        return None
+    return (max if higher_is_better else min)(finite)[1]
 
 
 def _sort_key(value: Any) -> tuple:
@@ -100,12 +125,11 @@ def _sort_key(value: Any) -> tuple:
     return (0, num, "") if num is not None else (1, 0.0, str(value))
 
 
-def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
+def _plot(path: Path, rows: list[dict], swept: list[str], metric: str, title: str,
+          higher_is_better: bool | None) -> None:
     """The comparison figure: metric (mean ± std) vs the first numeric swept setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     numeric = [k for k in swept if all(_number(str(r.get(k, ""))) is not None for r in rows)]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -125,6 +149,9 @@ def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
         xs_all = [float(r[x_key]) for r in rows]
         if min(xs_all) > 0 and max(xs_all) / min(xs_all) > 20:
             ax.set_xscale("log")
+        if all(float(x).is_integer() for x in xs_all):
+            ax.set_xticks(sorted(set(xs_all)), [str(int(x)) for x in sorted(set(xs_all))])
+            ax.xaxis.set_minor_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7)
     else:
         labels = [", ".join(f"{k}={r.get(k)}" for k in swept) for r in rows]
@@ -134,8 +161,9 @@ def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
     values = [r[f"{metric}_mean"] for r in rows]
     if values and min(values) > 0 and max(values) / min(values) > 20:
         ax.set_yscale("log")
-    ax.set_ylabel(f"{metric} (mean ± std over seeds)")
-    ax.set_title(path.parent.name + "/summary", fontsize=8)
+    better = {True: ", higher is better", False: ", lower is better"}.get(higher_is_better, "")
+    ax.set_ylabel(f"{metric} (mean ± std over seeds{better})", fontsize=8)
+    ax.set_title(title, fontsize=9)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
@@ -143,15 +171,18 @@ def _plot(path: Path, rows: list[dict], swept: list[str], metric: str) -> None:
 class SweepSummary(Callback):
     """Hydra callback: refresh the sweep summary after every job and when the sweep ends.
 
-    Hydra's basic sweeper re-raises a failed job's exception after the batch and then skips
-    ``on_multirun_end``, so the summary is also rebuilt as each job ends: the last job to
-    finish leaves a complete one, failed jobs included.
+    Rebuilt as each job ends (so an interrupted sweep still has one) and when the sweep
+    ends, which also prints the failed jobs' ``failed.json`` paths.
     """
 
     def _refresh(self, config: DictConfig) -> None:
-        primary = list(config.get("metrics", {}).get("primary", []) or [])
+        paper = config.get("paper") or {}
+        sweep = config.hydra.runtime.choices.get("sweep")
+        title = f"{paper.get('key', 'sweep')}: " + (f"sweep {sweep}" if sweep else
+                                                     Path(config.hydra.sweep.dir).name)
         try:
-            summarize_sweep(Path(config.hydra.sweep.dir), primary)
+            summarize_sweep(Path(config.hydra.sweep.dir),
+                            dict(paper.get("primary_metrics") or {}), title)
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
 
@@ -161,6 +192,10 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._refresh(config)
+        failed = last_sweep.get("failed") or []
+        if failed:
+            log.error("%d of %d jobs failed; see:\n%s", len(failed), last_sweep["jobs"],
+                      "\n".join(f"  {p}" for p in failed))
 
 
 if __name__ == "__main__":

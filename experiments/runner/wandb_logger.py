@@ -42,7 +42,7 @@ class WandbMirror:
 
     def __init__(self, *, project: str, entity: str | None, mode: str | None, group: str,
                  job_type: str, name: str, tags: Sequence[str], config: Mapping[str, Any],
-                 output_dir: Path) -> None:
+                 output_dir: Path, primary_metrics: Mapping[str, bool] | None = None) -> None:
         self.run = None
         try:
             import wandb
@@ -54,6 +54,8 @@ class WandbMirror:
                 config=dict(config), dir=str(output_dir), reinit="finish_previous",
                 settings=wandb.Settings(console="off", silent=True),
             )
+            for metric, higher in (primary_metrics or {}).items():  # run summary = best
+                self.run.define_metric(metric, summary="max" if higher else "min")
         except Exception as err:  # noqa: BLE001 - W&B must never break a run
             log.warning("W&B could not start (%s); continuing with local results only", err)
 

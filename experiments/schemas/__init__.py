@@ -1,48 +1,102 @@
-"""Dataclass schemas for method configs, registered in Hydra's ConfigStore.
+"""Dataclass schemas for every typed config node, registered in Hydra's ConfigStore.
 
-Each module here (one per paper) defines ``METHOD_SCHEMAS = {name: dataclass}`` using only
-the standard library, so registering every schema costs nothing at start-up. A method file
-``conf/method/<name>.yaml`` extends its schema::
+One source of truth: a schema states each field's type and meaning; its value lives in the
+YAML file only (schema fields are ``MISSING``). A file extends its schema in its defaults
+list, so a typo (``method.bitz=2``) or a wrong type (``method.bits=two``) fails at compose
+time naming the key, and :func:`reject_unknown_keys` also refuses keys appended with ``+``.
 
-    defaults:
-      - /schema/method@_here_: <name>
-      - _self_
+===========================  ====================================================
+ConfigStore entry            used by
+===========================  ====================================================
+``schema/root``              ``conf/config.yaml`` (seed, device, threads, groups)
+``schema/trainer``           ``conf/trainer/*.yaml``
+``schema/model/<kind>``      ``conf/model/*.yaml`` (hub, packaged, tiny_lm, none)
+``schema/dataset/<name>``    ``conf/dataset/*.yaml``, ``conf/papers/<key>/dataset/``
+``schema/method/<name>``     ``conf/method/none.yaml``, ``conf/papers/<key>/method/``
+``schema/protocol/<key>``    ``conf/paper/<key>.yaml`` (its ``protocol:`` node)
+===========================  ====================================================
 
-so a typo (``method.bitz=2``) or a wrong type (``method.bits=two``) fails at compose time,
-naming the key.
+``shared.py`` holds the root, trainer, model and shared dataset schemas; each paper's module
+(``<key>.py``) defines ``PROTOCOL``, ``METHODS = {name: schema}`` and ``DATASETS``. Only the
+standard library is imported, so registering everything costs nothing at start-up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import DictConfig, OmegaConf
+
+from common.errors import UserError
 
 
-@dataclass
-class MethodConfig:
-    """Base of every method schema: ``name`` is the method's file name in conf/method/."""
+def schema_modules() -> list:
+    return [importlib.import_module(f"{__name__}.{m.name}")
+            for m in pkgutil.iter_modules([str(Path(__file__).parent)])]
 
-    name: str = MISSING
+
+def _collect(attribute: str) -> dict[str, type]:
+    found: dict[str, type] = {}
+    for module in schema_modules():
+        for name, schema in getattr(module, attribute, {}).items():
+            if name in found:
+                raise ValueError(f"{attribute[:-1].lower()} schema '{name}' is defined twice")
+            found[name] = schema
+    return found
 
 
 def all_method_schemas() -> dict[str, type]:
-    schemas: dict[str, type] = {"none": MethodConfig}
-    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        for name, schema in getattr(module, "METHOD_SCHEMAS", {}).items():
-            if name in schemas:
-                raise ValueError(f"method schema '{name}' is defined twice")
-            schemas[name] = schema
-    return schemas
+    return _collect("METHODS")
+
+
+def all_dataset_schemas() -> dict[str, type]:
+    return _collect("DATASETS")
+
+
+def all_protocol_schemas() -> dict[str, type]:
+    return {m.__name__.rsplit(".", 1)[1]: m.PROTOCOL for m in schema_modules()
+            if hasattr(m, "PROTOCOL")}
 
 
 def register_schemas() -> None:
-    """Store every method schema under the config group ``schema/method``."""
+    """Store every schema in the ConfigStore (see the table above)."""
+    from experiments.schemas import shared
+
     store = ConfigStore.instance()
-    for name, schema in all_method_schemas().items():
-        store.store(group="schema/method", name=name, node=schema)
+    store.store(group="schema", name="root", node=shared.RootConfig)
+    store.store(group="schema", name="trainer", node=shared.TrainerConfig)
+    store.store(group="schema", name="paper", node=shared.PaperInfo)
+    for name, schema in shared.MODELS.items():
+        store.store(group="schema/model", name=name, node=schema)
+    for group, schemas in (("method", all_method_schemas()),
+                           ("dataset", all_dataset_schemas()),
+                           ("protocol", all_protocol_schemas())):
+        for name, schema in schemas.items():
+            store.store(group=f"schema/{group}", name=name, node=schema)
+
+
+def reject_unknown_keys(cfg: DictConfig, path: str = "") -> None:
+    """``UserError`` for a key that its node's schema does not declare.
+
+    Hydra adds keys appended with ``+`` (``+method.bitz=2``) even to typed nodes; this walks
+    every node typed by a dataclass and refuses what the dataclass does not have."""
+    schema = OmegaConf.get_type(cfg)
+    if dataclasses.is_dataclass(schema):
+        allowed = {f.name for f in dataclasses.fields(schema)}
+        unknown = sorted(set(cfg.keys()) - allowed - {"hydra"})
+        if unknown:
+            where = path or "the root config"
+            raise UserError(f"unknown key{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(f'{path}.{k}' if path else k for k in unknown)} in "
+                            f"{where} (schema {schema.__name__}); known: "
+                            f"{', '.join(sorted(allowed))}")
+    for key in cfg.keys():
+        if not path and key == "hydra":  # Hydra's own node, when composed with it
+            continue
+        child = cfg._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+            reject_unknown_keys(child, f"{path}.{key}" if path else str(key))

@@ -1,11 +1,13 @@
-"""Method schemas of cfbeam."""
+"""Schemas of cfbeam (its datasets and models are the shared LM ones)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import MethodConfig
 
 
 class Filter(Enum):
@@ -21,21 +23,39 @@ class Rank(Enum):
 
 @dataclass
 class BeamConfig(MethodConfig):
-    beam_width: int = 4
-    samples_per_beam: int = 4
-    filter: Filter = Filter.freq
-    tau: float = 0.25  # the filter threshold (freq: a token must be drawn >= tau N times)
-    rank: Rank = Rank.global_ll
-    bomaj_alpha: float = 0.2  # Best-of-Majority frequency threshold (baseline)
-    reward_noise: float = 0.0  # outcome reward r + N(0, reward_noise^2)
+    beam_width: int = MISSING
+    samples_per_beam: int = MISSING
+    filter: Filter = MISSING
+    tau: float = MISSING  # the filter threshold (freq: a token must be drawn >= tau N times)
+    rank: Rank = MISSING
+    bomaj_alpha: float = MISSING  # Best-of-Majority frequency threshold (baseline)
+    reward_noise: float = MISSING  # outcome reward r + N(0, reward_noise^2)
 
 
 @dataclass
 class SamplingConfig(MethodConfig):
-    n: int = 16  # samples per prompt
-    alpha: float = 0.2  # Best-of-Majority frequency threshold
-    reward_noise: float = 0.0
+    n: int = MISSING  # samples per prompt
+    alpha: float = MISSING  # Best-of-Majority frequency threshold
+    reward_noise: float = MISSING
 
 
-METHOD_SCHEMAS = {"cf_beam": BeamConfig, "ll_beam": BeamConfig, "best_of_n": SamplingConfig,
-                  "majority_vote": SamplingConfig, "best_of_majority": SamplingConfig}
+@dataclass
+class TreeConfig:
+    coverages: list[int] = MISSING
+    hard_steps: int = MISSING
+    bon_hard_steps: list[int] = MISSING
+    bon_coverage: int = MISSING
+    trials: int = MISSING
+    survival: float = MISSING
+    widths: list[int] = MISSING
+    reward_noise: list[float] = MISSING
+
+
+@dataclass
+class CfbeamProtocol:
+    tree: TreeConfig = MISSING
+
+
+PROTOCOL = CfbeamProtocol
+METHODS = {"cf_beam": BeamConfig, "ll_beam": BeamConfig, "best_of_n": SamplingConfig,
+           "majority_vote": SamplingConfig, "best_of_majority": SamplingConfig}

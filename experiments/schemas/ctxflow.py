@@ -1,19 +1,41 @@
-"""Method schema of ctxflow."""
+"""Schemas of ctxflow."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 @dataclass
 class ContextFlowConfig(MethodConfig):
-    attention_scale: float = 0.5  # logit scale: A = a sqrt(d) O (see random_flow_params)
-    value_scale: float = 1.0  # operator norm of V (per unit depth: blocks use V / L)
-    depth: int = 4  # L for the rate and dimension studies
-    gd_steps: int = 100  # online gradient-descent iterations (backward study)
-    gd_lr: float = 0.01
+    attention_scale: float = MISSING  # logit scale: A = a sqrt(d) O (see random_flow_params)
+    value_scale: float = MISSING  # operator norm of V (per unit depth: blocks use V / L)
+    depth: int = MISSING  # L for the rate and dimension studies
+    gd_steps: int = MISSING  # online gradient-descent iterations (backward study)
+    gd_lr: float = MISSING
 
 
-METHOD_SCHEMAS = {"context_flow": ContextFlowConfig}
+@dataclass
+class CtxflowProtocol:
+    seeds: int = MISSING
+    n_values: list[int] = MISSING
+    depths: list[int] = MISSING
+    depth_study_dim: int = MISSING
+    dims: list[int] = MISSING
+    dim_study_dims: list[int] = MISSING
+    dim_study_n: int = MISSING
+    backward_dim: int = MISSING
+    wasserstein_max_n: int = MISSING  # exact W2 (POT) of the context measure up to this n
+
+
+@dataclass
+class GaussianContextConfig(DatasetConfig):
+    n_queries: int = MISSING
+
+
+PROTOCOL = CtxflowProtocol
+METHODS = {"context_flow": ContextFlowConfig}
+DATASETS = {"gaussian_context": GaussianContextConfig}

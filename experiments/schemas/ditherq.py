@@ -1,11 +1,13 @@
-"""Method schemas of ditherq (one schema shared by its five quantizers)."""
+"""Schemas of ditherq: one method schema shared by its five quantizers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 class Rotation(Enum):
@@ -15,10 +17,35 @@ class Rotation(Enum):
 
 @dataclass
 class DitherQuantizerConfig(MethodConfig):
-    bits: int | None = None  # one bit-width, or None for the protocol's grid (1..6)
-    rotation: Rotation = Rotation.rht
-    dither: bool = True
+    bits: int | None = MISSING  # one bit-width, or null for the protocol's grid
+    rotation: Rotation = MISSING
+    dither: bool = MISSING
 
 
-METHOD_SCHEMAS = {name: DitherQuantizerConfig for name in
-                  ("turboquant", "eden_biased", "eden_unbiased", "rabitq", "uniform_sq")}
+@dataclass
+class DitherqProtocol:
+    bits: list[int] = MISSING  # the grid used when method.bits is null
+    n_trials: int = MISSING  # independent rotations (and dither offsets) per input
+    timing_dims: list[int] = MISSING
+    timing_repeats: int = MISSING
+
+
+@dataclass
+class UnitVectorsConfig(DatasetConfig):
+    dim: int = MISSING
+    n_random: int = MISSING  # Gaussian directions
+    n_sparse: int = MISSING  # +-1 on `sparsity` random coordinates
+    sparsity: int = MISSING
+    n_basis: int = MISSING  # e_0 and random e_j
+
+
+@dataclass
+class NpyVectorsConfig(DatasetConfig):
+    path: str = MISSING  # a .npy file of shape (n, d)
+    max_rows: int = MISSING
+
+
+PROTOCOL = DitherqProtocol
+METHODS = {name: DitherQuantizerConfig for name in
+           ("turboquant", "eden_biased", "eden_unbiased", "rabitq", "uniform_sq")}
+DATASETS = {"unit_vectors": UnitVectorsConfig, "npy_vectors": NpyVectorsConfig}

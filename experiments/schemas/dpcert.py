@@ -1,29 +1,46 @@
-"""Method schema of dpcert."""
+"""Schemas of dpcert (its datasets are the shared image datasets)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import MethodConfig
 
 
 @dataclass
 class JointCertificateConfig(MethodConfig):
-    smoothing_sigma: float = 0.25  # test-time Gaussian smoothing (and training augmentation)
-    confidence_alpha: float = 0.001  # Clopper-Pearson level of each one-sided bound
-    # DPA: k models on hash partitions
-    partitions: int = 50
-    hidden: int = 32
-    dpa_steps: int = 300
-    dpa_lr: float = 0.01
-    dpa_noise_draws: int = 20  # smoothing draws per base model and test point
-    # DP-SGD: a population of softmax-regression models (p_A over training randomness)
-    dpsgd_models: int = 300
-    dpsgd_noise_multiplier: float = 2.0
-    dpsgd_clip: float = 1.0
-    dpsgd_sampling_rate: float = 0.05
-    dpsgd_steps: int = 150
-    dpsgd_lr: float = 2.0
+    smoothing_sigma: float = MISSING  # test-time Gaussian smoothing (and augmentation)
+    confidence_alpha: float = MISSING  # Clopper-Pearson level of each one-sided bound
+    partitions: int = MISSING  # DPA: k models on hash partitions
+    hidden: int = MISSING
+    dpa_steps: int = MISSING
+    dpa_lr: float = MISSING
+    dpa_noise_draws: int = MISSING  # smoothing draws per base model and test point
+    dpsgd_models: int = MISSING  # a population of softmax-regression models
+    dpsgd_noise_multiplier: float = MISSING
+    dpsgd_clip: float = MISSING
+    dpsgd_sampling_rate: float = MISSING
+    dpsgd_steps: int = MISSING
+    dpsgd_lr: float = MISSING
 
 
-METHOD_SCHEMAS = {"joint_certificate": JointCertificateConfig}
+@dataclass
+class TriggerConfig:
+    target: int = MISSING  # the attacker's label
+    poisoned: int = MISSING  # triggered training points inserted
+    size: int = MISSING  # patch side in pixels
+    l2_norm: float = MISSING
+
+
+@dataclass
+class DpcertProtocol:
+    r_values_dpa: list[int] = MISSING
+    r_values_dpsgd: list[int] = MISSING
+    radii: list[float] = MISSING
+    trigger: TriggerConfig = MISSING
+
+
+PROTOCOL = DpcertProtocol
+METHODS = {"joint_certificate": JointCertificateConfig}

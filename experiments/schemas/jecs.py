@@ -1,11 +1,13 @@
-"""Method schema of jecs."""
+"""Schemas of jecs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 class EnvelopeFamily(Enum):
@@ -19,14 +21,55 @@ class ThresholdRule(Enum):
     median = "median"
 
 
+class MembershipDesign(Enum):
+    independent = "independent"  # membership independent across models
+    one_model = "one_model"  # each contaminated item is contaminated for exactly one model
+
+
 @dataclass
 class JECSConfig(MethodConfig):
-    alpha: float = 0.1  # the GCR level the headline metrics are reported at
-    family: EnvelopeFamily = EnvelopeFamily.polynomial
-    threshold_rule: ThresholdRule = ThresholdRule.median
-    storey_lambda: float = 0.5
-    n_boot: int = 200  # bootstrap resamples for the conservative envelope
-    randomized_pvalues: bool = False  # randomized tie-breaking (exactly uniform nulls)
+    alpha: float = MISSING  # the GCR level the headline metrics are reported at
+    family: EnvelopeFamily = MISSING
+    threshold_rule: ThresholdRule = MISSING
+    storey_lambda: float = MISSING
+    n_boot: int = MISSING  # bootstrap resamples for the conservative envelope
+    randomized_pvalues: bool = MISSING  # randomized tie-breaking (exactly uniform nulls)
 
 
-METHOD_SCHEMAS = {"jecs": JECSConfig}
+@dataclass
+class DesignConfig:
+    design: MembershipDesign = MISSING
+    rho: float = MISSING  # cross-model correlation of the score noise
+
+
+@dataclass
+class JecsProtocol:
+    repetitions: int = MISSING  # synthetic audits per design
+    alphas: list[float] = MISSING
+    designs: dict[str, DesignConfig] = MISSING
+
+
+@dataclass
+class MembershipScoresConfig(DatasetConfig):
+    n_items: int = MISSING
+    n_models: int = MISSING
+    rate_low: float = MISSING  # per-model contamination rates evenly spaced in [low, high]
+    rate_high: float = MISSING
+    shift: float = MISSING  # member scores N(shift, 1), clean N(0, 1)
+    n_calibration: int = MISSING  # known members per model
+
+
+@dataclass
+class LMMembershipConfig(DatasetConfig):
+    n_items: int = MISSING
+    length: int = MISSING  # tokens per item
+    vocab: int = MISSING
+    n_models: int = MISSING
+    rate_low: float = MISSING
+    rate_high: float = MISSING
+    k_percent: float = MISSING  # Min-K% Prob
+
+
+PROTOCOL = JecsProtocol
+METHODS = {"jecs": JECSConfig}
+DATASETS = {"membership_scores": MembershipScoresConfig, "lm_membership": LMMembershipConfig}

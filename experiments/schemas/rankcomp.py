@@ -1,11 +1,13 @@
-"""Method schema of rankcomp."""
+"""Schemas of rankcomp."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 class Quota(Enum):
@@ -20,9 +22,55 @@ class Reading(Enum):
 
 @dataclass
 class RankCompressionConfig(MethodConfig):
-    k: int = 4  # number of output rankings
-    psc_quota: Quota = Quota.hare
-    psc_reading: Reading = Reading.top
+    k: int = MISSING  # number of output rankings
+    psc_quota: Quota = MISSING
+    psc_reading: Reading = MISSING
 
 
-METHOD_SCHEMAS = {"rank_compression": RankCompressionConfig}
+@dataclass
+class StressConfig:
+    n_voters: int = MISSING
+    n_candidates: int = MISSING
+    instances: int = MISSING
+
+
+@dataclass
+class ImpossibilityConfig:
+    max_n: int = MISSING
+    tries: int = MISSING
+    sizes: list[list[int]] = MISSING  # [candidates m, outputs k] pairs
+
+
+@dataclass
+class TimingConfig:
+    n_values: list[int] = MISSING
+    m_values: list[int] = MISSING
+    n_fixed: int = MISSING
+    m_fixed: int = MISSING
+
+
+@dataclass
+class RankcompProtocol:
+    stress: StressConfig = MISSING  # the largest instances checked
+    impossibility: ImpossibilityConfig = MISSING
+    timing: TimingConfig = MISSING
+
+
+@dataclass
+class RankingCulturesConfig(DatasetConfig):
+    cultures: list[str] = MISSING
+    n_voters: int = MISSING
+    n_candidates: int = MISSING
+    instances: int = MISSING
+    mallows_phi: float = MISSING
+    urn_alpha: float = MISSING
+
+
+@dataclass
+class PreflibConfig(DatasetConfig):
+    path: str = MISSING  # a PrefLib .soc/.soi file
+
+
+PROTOCOL = RankcompProtocol
+METHODS = {"rank_compression": RankCompressionConfig}
+DATASETS = {"ranking_cultures": RankingCulturesConfig, "preflib": PreflibConfig}

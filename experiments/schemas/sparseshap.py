@@ -1,11 +1,13 @@
-"""Method schemas of sparseshap."""
+"""Schemas of sparseshap."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 class Decoder(Enum):
@@ -22,13 +24,56 @@ class SizeDistribution(Enum):
 
 @dataclass
 class SparseLeverageConfig(MethodConfig):
-    sparsity: int = 5  # the assumed support size k of the sparse leverage score
-    decoder: Decoder = Decoder.lasso
-    size_distribution: SizeDistribution = SizeDistribution.mixture
-    mixture: float = 0.5  # sparse share of the mixture size distribution
-    penalty: float = 2.0  # model-size penalty per player of the support selection
-    cv_folds: int = 5  # folds (over complement pairs) deciding sparse vs dense fit; < 2: off
+    sparsity: int = MISSING  # the assumed support size k of the sparse leverage score
+    decoder: Decoder = MISSING
+    size_distribution: SizeDistribution = MISSING
+    mixture: float = MISSING  # sparse share of the mixture size distribution
+    penalty: float = MISSING  # model-size penalty per player of the support selection
+    cv_folds: int = MISSING  # folds (complement pairs) deciding sparse vs dense; < 2: off
 
 
-METHOD_SCHEMAS = {"kernel_shap": MethodConfig, "leverage_shap": MethodConfig,
-                  "sparse_leverage_shap": SparseLeverageConfig}
+@dataclass
+class ScalingConfig:
+    n_values: list[int] = MISSING
+    s_values: list[int] = MISSING
+    repetitions: int = MISSING
+    budgets: list[int] = MISSING
+
+
+@dataclass
+class SparseshapProtocol:
+    compare: bool = MISSING  # all three estimators, budget curves, real game, scaling fits
+    repetitions: int = MISSING
+    budget: int | None = MISSING  # null: 4 s^2 log n (the claim's budget)
+    budget_multipliers: list[float] = MISSING  # budget curve, in units of n
+    real_budget_multiple: int = MISSING  # real game budget = multiple * n
+    target_error: float = MISSING
+    scaling: ScalingConfig = MISSING
+
+
+@dataclass
+class SparseGameConfig:
+    n: int = MISSING
+    s: int = MISSING
+    n_pairs: int = MISSING
+    n_higher: int = MISSING
+    interaction_scale: float = MISSING
+
+
+@dataclass
+class RealGameConfig:
+    source: str = MISSING  # diabetes | breast_cancer | wine | openml:<name> | path/to/file.csv
+    target: str | None = MISSING  # CSV label column (default: the last)
+    explicands: int = MISSING
+
+
+@dataclass
+class ShapleyGamesConfig(DatasetConfig):
+    sparse: SparseGameConfig = MISSING
+    real: RealGameConfig = MISSING
+
+
+PROTOCOL = SparseshapProtocol
+METHODS = {"kernel_shap": MethodConfig, "leverage_shap": MethodConfig,
+           "sparse_leverage_shap": SparseLeverageConfig}
+DATASETS = {"shapley_games": ShapleyGamesConfig}

@@ -1,11 +1,13 @@
-"""Method schema of tps."""
+"""Schemas of tps."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from experiments.schemas import MethodConfig
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
 class Recalibration(Enum):
@@ -16,11 +18,48 @@ class Recalibration(Enum):
 
 @dataclass
 class TPSConfig(MethodConfig):
-    gamma: float = 0.9  # geometric schedule w_t = (1 - gamma) gamma^t
-    n_bootstrap: int = 1000  # paired bootstrap resamples over trajectories
-    recalibration: Recalibration = Recalibration.platt  # the map whose effect is reported
-    tempered_tau: float = 2.5  # the overconfident predictor: sigmoid(tau logit q)
-    noise_sigma: float = 0.7  # the noisy predictor: sigmoid(logit q + sigma eps)
+    gamma: float = MISSING  # geometric schedule w_t = (1 - gamma) gamma^t
+    n_bootstrap: int = MISSING  # paired bootstrap resamples over trajectories
+    recalibration: Recalibration = MISSING  # the map whose effect is reported
+    tempered_tau: float = MISSING  # the overconfident predictor: sigmoid(tau logit q)
+    noise_sigma: float = MISSING  # the noisy predictor: sigmoid(logit q + sigma eps)
 
 
-METHOD_SCHEMAS = {"tps": TPSConfig}
+@dataclass
+class GamblersRuinConfig(DatasetConfig):
+    n: int = MISSING
+    up: int = MISSING
+    down: int = MISSING
+
+
+@dataclass
+class PolyaUrnConfig(DatasetConfig):
+    n: int = MISSING
+    red: float = MISSING
+    blue: float = MISSING
+    horizon: int = MISSING
+
+
+@dataclass
+class HiddenBernoulliConfig(DatasetConfig):
+    n: int = MISSING
+    alpha: float = MISSING
+    beta: float = MISSING
+    horizon: int = MISSING
+
+
+@dataclass
+class AgentLogConfig(DatasetConfig):
+    path: str = MISSING  # JSONL, one line per step
+
+
+@dataclass
+class TpsProtocol:
+    calibration_fraction: float = MISSING  # held-out trajectories for base rate and recal
+    censoring_design: HiddenBernoulliConfig = MISSING  # the designed censoring case
+
+
+PROTOCOL = TpsProtocol
+METHODS = {"tps": TPSConfig}
+DATASETS = {"gamblers_ruin": GamblersRuinConfig, "polya_urn": PolyaUrnConfig,
+            "hidden_bernoulli": HiddenBernoulliConfig, "agent_log": AgentLogConfig}

@@ -8,6 +8,7 @@ from methods.cfbeam.search import (
     beam_search,
     best_of_majority,
     best_of_n,
+    bon_min_samples,
     coverage,
     majority_vote,
     sample_sequences,
@@ -15,6 +16,6 @@ from methods.cfbeam.search import (
 
 __all__ = [
     "Budget", "CausalLMPolicy", "NextTokenPolicy", "TablePolicy", "beam_search",
-    "best_of_majority", "best_of_n", "coverage", "hard_instance", "majority_vote",
-    "sample_sequences",
+    "best_of_majority", "best_of_n", "bon_min_samples", "coverage", "hard_instance",
+    "majority_vote", "sample_sequences",
 ]

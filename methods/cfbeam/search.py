@@ -67,6 +67,25 @@ def _candidates(lp: np.ndarray, n_samples: int | None, filt: str, tau: float,
     return [(int(t), float(f)) for t, f in zip(tokens[keep], freq[keep], strict=True)]
 
 
+def _ranked(pool: list[tuple[float, int, int]], beam_width: int, parents: int, rank: str
+            ) -> list[tuple[float, int, int]]:
+    """The ``beam_width`` best (score, parent, token) candidates: by cumulative
+    log-likelihood (``global_ll``), or with at most ceil(B / parents) per parent first."""
+    ordered = sorted(pool, key=lambda c: (-c[0], c[1], c[2]))
+    if rank == "per_parent":
+        quota = -(-beam_width // parents)
+        kept: dict[int, int] = {}
+        capped = []
+        for cand in ordered:
+            if kept.get(cand[1], 0) < quota:
+                kept[cand[1]] = kept.get(cand[1], 0) + 1
+                capped.append(cand)
+        ordered = capped
+    elif rank != "global_ll":
+        raise ValueError(f"unknown rank '{rank}'; known: global_ll, per_parent")
+    return ordered[:beam_width]
+
+
 def beam_search(policy: NextTokenPolicy, beam_width: int, samples_per_beam: int | None,
                 max_steps: int, reward: Callable[[tuple[int, ...]], float],
                 rng: np.random.Generator, filt: str = "none", tau: float = 0.0,
@@ -87,20 +106,8 @@ def beam_search(policy: NextTokenPolicy, beam_width: int, samples_per_beam: int 
                 budget.sampled_tokens += samples_per_beam
             for token, _ in _candidates(lp[i], samples_per_beam, filt, tau, rng):
                 pool.append((beam.score + float(lp[i, token]), i, token))
-        if rank == "per_parent":
-            quota = -(-beam_width // len(beams))
-            kept: dict[int, int] = {}
-            ranked = []
-            for cand in sorted(pool, key=lambda c: (-c[0], c[1], c[2])):
-                if kept.get(cand[1], 0) < quota:
-                    kept[cand[1]] = kept.get(cand[1], 0) + 1
-                    ranked.append(cand)
-            pool = ranked
-        elif rank != "global_ll":
-            raise ValueError(f"unknown rank '{rank}'; known: global_ll, per_parent")
-        pool.sort(key=lambda c: (-c[0], c[1], c[2]))
         next_beams = []
-        for score, parent, token in pool[:beam_width]:
+        for score, parent, token in _ranked(pool, beam_width, len(beams), rank):
             child = Beam(beams[parent].tokens + (token,), score)
             if policy.eos_id is not None and token == policy.eos_id:
                 child.done = True
@@ -190,3 +197,10 @@ def coverage(policy: NextTokenPolicy, target: Sequence[int]) -> tuple[float, flo
     lp = policy.log_probs(prefixes)
     step = np.array([lp[h, t] for h, t in enumerate(target)])
     return float(np.exp(-step.min())), float(np.exp(-step.sum()))
+
+
+def bon_min_samples(coverage_c: float, steps: int, success: float) -> float:
+    """Best-of-N with an exact reward succeeds w.p. 1 - (1 - 1/C_seq)^N, C_seq = C^steps:
+    the smallest N reaching ``success``."""
+    p = float(coverage_c) ** -steps
+    return float(np.ceil(np.log(1 - success) / np.log1p(-p)))

@@ -13,10 +13,8 @@ from methods.ctxflow.regression import (
     icl_loss_gaussian,
     online_gd_deviation,
 )
-from methods.ctxflow.slopes import fit_loglog_slope, slope_with_interval
 
 __all__ = [
-    "FlowParams", "finite_context_flow", "fit_loglog_slope", "gaussian_context_flow",
+    "FlowParams", "finite_context_flow", "gaussian_context_flow",
     "icl_loss_finite", "icl_loss_gaussian", "online_gd_deviation", "random_flow_params",
-    "slope_with_interval",
 ]

@@ -15,11 +15,14 @@ from methods.dpcert.certify import (
     cohen_radius,
     dpa_vote_certificate,
     is_certified,
+    naive_certified,
+    radius_by_bisection,
+    top_two,
     tradeoff,
 )
 
 __all__ = [
     "EPS_GRID", "clopper_pearson", "cohen_radius", "dpa_poisoning_pld", "dpa_vote_certificate",
-    "dpsgd_group_pld", "gaussian_pld", "gaussian_profile", "is_certified", "profile_of",
-    "tradeoff",
+    "dpsgd_group_pld", "gaussian_pld", "gaussian_profile", "is_certified", "naive_certified",
+    "profile_of", "radius_by_bisection", "top_two", "tradeoff",
 ]

@@ -43,6 +43,24 @@ def is_certified(p_a_lower: np.ndarray, p_b_upper: np.ndarray, profile: np.ndarr
     return np.where(a_wins_ties, margin >= -TIE_TOLERANCE, margin > TIE_TOLERANCE)
 
 
+def naive_certified(p_a: np.ndarray, p_b: np.ndarray, train_profile: np.ndarray,
+                    test_profile: np.ndarray) -> np.ndarray:
+    """The union bound of separate certificates (the baseline): each attack alone lowers
+    P(A) (raises P(B)) by at most what its own tradeoff function allows; the two losses add."""
+    low_a = tradeoff(1 - p_a, train_profile) + tradeoff(1 - p_a, test_profile) - p_a
+    up_b = (1 - tradeoff(p_b, train_profile)) + (1 - tradeoff(p_b, test_profile)) - p_b
+    return low_a - up_b > TIE_TOLERANCE
+
+
+def top_two(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(class A, count A, class B, count B) per row; A = argmax, lowest index on ties."""
+    a = counts.argmax(axis=1)
+    rest = counts.copy()
+    rest[np.arange(len(a)), a] = -1
+    b = rest.argmax(axis=1)
+    return a, counts[np.arange(len(a)), a], b, counts[np.arange(len(b)), b]
+
+
 def clopper_pearson(successes: np.ndarray, trials: int, alpha: float
                     ) -> tuple[np.ndarray, np.ndarray]:
     """One-sided (1 - alpha) Clopper-Pearson bounds: (lower, upper) for a binomial rate."""

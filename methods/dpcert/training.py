@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.trainer import quiet_trainer
+from common.errors import UserError
+from models.trainer import Compute, make_trainer
 
 
 def hash_partition(x: np.ndarray, k: int) -> np.ndarray:
@@ -143,9 +144,15 @@ class DPSGDPopulation(L.LightningModule):
         return None
 
 
-def fit(module: L.LightningModule, steps: int, device: str) -> L.LightningModule:
-    """Run ``steps`` optimizer steps with a quiet Lightning Trainer."""
-    trainer = quiet_trainer(device, max_epochs=1)
+def fit(module: L.LightningModule, steps: int, compute: Compute | None = None
+        ) -> L.LightningModule:
+    """Run ``steps`` optimizer steps with the project's Lightning Trainer on one device (the
+    population updates by hand, so multi-process strategies do not apply)."""
+    compute = compute or Compute()
+    if compute.strategy not in ("auto", "single_device"):
+        raise UserError(f"dpcert trains its model populations on one device; use "
+                        f"trainer=auto, cpu or gpu, not strategy {compute.strategy}")
+    trainer = make_trainer(compute, max_epochs=1)
     loader = torch.utils.data.DataLoader(_Repeat(steps), batch_size=None)
     with warnings.catch_warnings():  # DP-SGD updates by hand: no optimizer, on purpose
         warnings.filterwarnings("ignore", message=".*configure_optimizers.*")

@@ -140,12 +140,19 @@ def fit_envelope(p: np.ndarray, n_models: int, family: str = "polynomial",
     raise ValueError(f"unknown envelope family '{family}'; known: polynomial, power, identity")
 
 
-def jecs_select(pvalues: np.ndarray, alpha: float, family: str = "polynomial",
-                threshold_rule: str = "median", lam: float = 0.5, n_boot: int = 200,
-                rng: np.random.Generator | None = None) -> tuple[np.ndarray, Envelope]:
-    """JECS: max-p per item -> envelope rescaling F_hat(p) <= p -> Storey-adaptive BH.
-    Returns the selection mask (True = declared clean for every model) and the envelope."""
-    p = max_p(pvalues)
-    envelope = fit_envelope(p, pvalues.shape[1], family, tail_threshold(p, threshold_rule),
-                            n_boot, rng=rng)
-    return storey_bh(envelope(p), alpha, lam), envelope
+class JECS:
+    """JECS on one audit: max-p per item -> the envelope F_hat, fitted once from the right
+    tail -> Storey-adaptive BH on F_hat(p) at any level ``alpha`` (``select``). Selected =
+    declared clean for every model."""
+
+    def __init__(self, pvalues: np.ndarray, family: str = "polynomial",
+                 threshold_rule: str = "median", lam: float = 0.5, n_boot: int = 200,
+                 rng: np.random.Generator | None = None) -> None:
+        self.p = max_p(pvalues)
+        self.lam = lam
+        self.envelope = fit_envelope(self.p, pvalues.shape[1], family,
+                                     tail_threshold(self.p, threshold_rule), n_boot, rng=rng)
+        self.rescaled = self.envelope(self.p)
+
+    def select(self, alpha: float) -> np.ndarray:
+        return storey_bh(self.rescaled, alpha, self.lam)

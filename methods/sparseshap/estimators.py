@@ -79,6 +79,76 @@ def leverage_shap(value: CountingValueFunction, budget: int, rng: np.random.Gene
     return constrained_wls(Z, y, shapley_kernel(n, Z.sum(axis=1)) / probs, v1 - v0)
 
 
+def size_distribution_weights(n: int, sparsity: int, size_distribution: str,
+                              mixture: float) -> np.ndarray:
+    """Probability of each coalition size 1..n-1: "sparse" (proportional to the total
+    sparse leverage C(n, s) tau_k(s)), "dense" (Leverage SHAP's uniform) or "mixture"."""
+    sizes = np.arange(1, n)
+    sparse_w = comb(n, sizes) * sparse_leverage_by_size(n, sparsity)
+    sparse_w = sparse_w / sparse_w.sum()
+    dense_w = np.full(n - 1, 1.0 / (n - 1))
+    options = {"sparse": sparse_w, "dense": dense_w,
+               "mixture": mixture * sparse_w + (1 - mixture) * dense_w}
+    if size_distribution not in options:
+        raise ValueError(f"unknown size distribution '{size_distribution}'; known: "
+                         + ", ".join(options))
+    return options[size_distribution]
+
+
+def lasso_path_supports(X: np.ndarray, r: np.ndarray, max_sizes: int = 16) -> list[np.ndarray]:
+    """Supports along the LASSO (LARS) path of r ~ X: the first of each size up to half the
+    rows, at most ``max_sizes`` sizes spread geometrically."""
+    with warnings.catch_warnings():  # paired complements make LARS warn on ties; harmless
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, _, path = lars_path(X, r, method="lasso", max_iter=min(X.shape[1], len(r)))
+    by_size: dict[int, np.ndarray] = {}
+    for c in path.T:
+        support = np.nonzero(np.abs(c) > 1e-12)[0]
+        if 0 < len(support) <= len(r) // 2:
+            by_size.setdefault(len(support), support)
+    sizes = sorted(by_size)
+    if not sizes:
+        return []
+    picks = np.unique(np.geomspace(1, len(sizes), max_sizes).astype(int) - 1)
+    return [by_size[sizes[int(i)]] for i in sorted(set(picks))]
+
+
+class WeightedSystem:
+    """The sampled regression: rows Z (coalitions), targets y = v(z) - v(empty), weights
+    w = kernel / p(z), and the efficiency total v(full) - v(empty)."""
+
+    def __init__(self, Z: np.ndarray, y: np.ndarray, w: np.ndarray, total: float,
+                 ridge_rows_per_column: float) -> None:
+        self.Z, self.y, self.w, self.total = Z, y, w, total
+        self.ridge_rows_per_column = ridge_rows_per_column
+
+    def refit(self, support: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Constrained least squares on ``support`` (ridge when rows per column are few)."""
+        m = len(self.y[rows])
+        ridge = 1e-3 if m < self.ridge_rows_per_column * len(support) else 0.0
+        return constrained_wls(self.Z[rows], self.y[rows], self.w[rows], self.total, support,
+                               ridge)
+
+    def information_criterion(self, support: np.ndarray, phi: np.ndarray,
+                              penalty: float) -> float:
+        """m log(RSS / m) + penalty |support| (AIC for penalty 2)."""
+        rss = float(np.sum(self.w / self.w.max() * (self.Z @ phi - self.y) ** 2))
+        return len(self.y) * np.log(max(rss, 1e-300) / len(self.y)) + penalty * len(support)
+
+    def held_out_error(self, supports: list[np.ndarray], folds: int,
+                       rng: np.random.Generator) -> np.ndarray:
+        """``folds``-fold cross-validated weighted squared error of each support's refit,
+        folds over complement pairs (rows 2i and 2i + 1 stay together)."""
+        fold = np.repeat(rng.permutation(len(self.y) // 2) % folds, 2)
+        errors = np.zeros(len(supports))
+        for f in range(folds):
+            train, test = fold != f, fold == f
+            for j, support in enumerate(supports):
+                residual = self.Z[test] @ self.refit(support, train) - self.y[test]
+                errors[j] += float(np.sum(self.w[test] * residual**2))
+        return errors
+
+
 def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.random.Generator,
                          sparsity: int = 5, decoder: str = "lasso",
                          size_distribution: str = "sparse", mixture: float = 0.5,
@@ -86,17 +156,15 @@ def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.rand
                          cv_folds: int = 5) -> np.ndarray:
     """Sparse Leverage SHAP (RECON: the paper's exact rule is not public).
 
-    Sampling: sizes proportional to their total sparse leverage C(n, s) tau_k(s) (k =
-    ``sparsity``), ``size_distribution`` = "sparse", "dense" (Leverage SHAP's uniform) or
-    "mixture" (``mixture`` sparse + rest dense); without replacement, paired.
-    Decoding on the weighted system sqrt(w/p) (Z phi - y):
+    Sampling: sizes from ``size_distribution_weights`` (k = ``sparsity``), without
+    replacement, paired. Decoding on the weighted system sqrt(w/p) (Z phi - y):
 
     - ``lasso``: refit the constrained least squares on supports along the LASSO (LARS) path
-      (up to 16 sizes) and keep the one minimizing m log(RSS / m) + ``penalty`` |support|
-      (AIC by default); then ``cv_folds``-fold cross-validation over complement pairs decides
-      between that sparse fit and the dense fit on all players. Held-out weighted squared
-      error estimates the regression objective, whose excess is the error in phi, so games
-      that are only approximately sparse fall back to the dense fit when the data say so.
+      and keep the one minimizing m log(RSS / m) + ``penalty`` |support| (AIC by default);
+      then ``cv_folds``-fold cross-validation over complement pairs decides between that
+      sparse fit and the dense fit on all players. Held-out weighted squared error estimates
+      the regression objective, whose excess is the error in phi, so games that are only
+      approximately sparse fall back to the dense fit when the data say so.
     - ``omp``: refit on ``sparsity`` OMP atoms.
     - ``none``: refit on all players (a sampling change only).
 
@@ -105,66 +173,31 @@ def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.rand
     n = value.n
     v0, v1 = _endpoints(value)
     k = min(max(1, sparsity), n - 1)
-    sizes = np.arange(1, n)
-    sparse_w = comb(n, sizes) * sparse_leverage_by_size(n, k)
-    sparse_w = sparse_w / sparse_w.sum()
-    dense_w = np.full(n - 1, 1.0 / (n - 1))
-    weights = {"sparse": sparse_w, "dense": dense_w,
-               "mixture": mixture * sparse_w + (1 - mixture) * dense_w}[size_distribution]
+    weights = size_distribution_weights(n, k, size_distribution, mixture)
     Z, probs = paired_without_replacement(n, budget, weights, rng)
     if len(Z) == 0:
         return np.full(n, (v1 - v0) / n)
     y = value(Z) - v0
-    w = shapley_kernel(n, Z.sum(axis=1)) / probs
-    total = v1 - v0
-
-    def refit(support: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
-        m = len(y[rows])
-        ridge = 1e-3 if m < ridge_rows_per_column * len(support) else 0.0
-        return constrained_wls(Z[rows], y[rows], w[rows], total, support, ridge)
-
+    system = WeightedSystem(Z, y, shapley_kernel(n, Z.sum(axis=1)) / probs, v1 - v0,
+                            ridge_rows_per_column)
     everyone = np.arange(n)
     if decoder == "none":
-        return refit(everyone)
-    sw = np.sqrt(w / w.max())
+        return system.refit(everyone)
+    sw = np.sqrt(system.w / system.w.max())
     X, r = sw[:, None] * Z, sw * y
     if decoder == "omp":
         coef = OrthogonalMatchingPursuit(n_nonzero_coefs=min(k, len(y), n),
                                          fit_intercept=False).fit(X, r).coef_
-        return refit(np.nonzero(np.abs(coef) > 1e-12)[0])
+        return system.refit(np.nonzero(np.abs(coef) > 1e-12)[0])
     if decoder != "lasso":
         raise ValueError(f"unknown decoder '{decoder}'; known: lasso, omp, none")
-    with warnings.catch_warnings():  # paired complements make LARS warn on ties; harmless
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        _, _, path = lars_path(X, r, method="lasso", max_iter=min(n, len(y)))
-    by_size = {}
-    for c in path.T:
-        support = np.nonzero(np.abs(c) > 1e-12)[0]
-        if 0 < len(support) <= len(y) // 2:
-            by_size.setdefault(len(support), support)
-    path_sizes = sorted(by_size)
-    keep = sorted({path_sizes[int(i)] for i in
-                   np.unique(np.geomspace(1, len(path_sizes), 16).astype(int) - 1)}
-                  ) if path_sizes else []
-    candidates = [by_size[t] for t in keep] + [everyone]
-    fits = [refit(support) for support in candidates]
-
-    def information_criterion(support: np.ndarray, phi: np.ndarray) -> float:
-        rss = float(np.sum(w / w.max() * (Z @ phi - y) ** 2))
-        return len(y) * np.log(max(rss, 1e-300) / len(y)) + penalty * len(support)
-
-    best = int(np.argmin([information_criterion(support, phi)
+    candidates = [*lasso_path_supports(X, r), everyone]
+    fits = [system.refit(support) for support in candidates]
+    best = int(np.argmin([system.information_criterion(support, phi, penalty)
                           for support, phi in zip(candidates, fits, strict=True)]))
     if len(candidates[best]) < n and cv_folds >= 2 and len(y) >= 2 * cv_folds:
-        fold = rng.permutation(len(y) // 2) % cv_folds
-        fold = np.repeat(fold, 2)  # rows 2i and 2i + 1 are complements: keep pairs together
-        held_out = np.zeros(2)
-        for f in range(cv_folds):
-            train, test = fold != f, fold == f
-            for j, support in enumerate((candidates[best], everyone)):
-                residual = Z[test] @ refit(support, train) - y[test]
-                held_out[j] += float(np.sum(w[test] * residual**2))
-        if held_out[1] < held_out[0]:
+        errors = system.held_out_error([candidates[best], everyone], cv_folds, rng)
+        if errors[1] < errors[0]:
             best = len(candidates) - 1
     return fits[best]
 

@@ -1,0 +1,106 @@
+"""Config-keyed, code-versioned, atomically written cache entries.
+
+An entry is a folder ``<root>/<kind>/<key>``, where ``key`` hashes the configuration that
+made it and the source of the code that made it (so editing the training code or the data
+generator retrains instead of silently reusing an old artefact). It is built into a private
+temporary folder, marked complete, then renamed into place: an interrupted build never
+leaves an entry that looks finished, and two processes building the same entry at once
+(parallel sweep jobs) both succeed, one rename winning. An entry without its completion
+marker, or one whose loader fails, is rebuilt. Under a multi-process launch only global rank
+0 publishes entries; the other ranks build into a private folder that they remove.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from common.ranks import global_rank, is_global_zero
+
+T = TypeVar("T")
+log = logging.getLogger("paperlab")
+COMPLETE = ".complete"
+
+
+def code_version(*modules: ModuleType | str) -> str:
+    """A short hash of the source files of ``modules`` (module objects or dotted names)."""
+    digest = hashlib.sha256()
+    for module in modules:
+        if isinstance(module, str):
+            module = sys.modules.get(module) or __import__(module, fromlist=["_"])
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def entry_key(config: Mapping[str, Any], version: str) -> str:
+    """The folder name of an entry: hash of its configuration and code version."""
+    payload = json.dumps({"config": config, "code": version}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / COMPLETE).is_file()
+
+
+def build_entry(folder: Path, build: Callable[[Path], None], metadata: Mapping[str, Any]
+                ) -> Path:
+    """Run ``build(tmp)`` into a private temporary folder, mark it complete and rename it to
+    ``folder`` (replacing an incomplete entry there)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        build(tmp)
+        (tmp / COMPLETE).write_text(json.dumps(dict(metadata), indent=2, default=str) + "\n")
+        if folder.exists() and not is_complete(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process finished the same entry first: keep theirs
+            if not is_complete(folder):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_or_build(root: Path, kind: str, config: Mapping[str, Any], version: str,
+                  build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
+    """Load the entry for (``config``, ``version``), building it first when it is missing,
+    incomplete or fails to load (one rebuild; a second failure propagates)."""
+    folder = Path(root) / kind / entry_key(config, version)
+    metadata = {"kind": kind, "config": dict(config), "code_version": version}
+    if not is_global_zero():  # other ranks of a multi-process launch never publish
+        if is_complete(folder):
+            return load(folder)
+        private = folder.parent / f".{folder.name}.rank{global_rank()}-{os.getpid()}"
+        private.mkdir(parents=True, exist_ok=True)
+        try:
+            build(private)
+            return load(private)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+    if not is_complete(folder):
+        if folder.exists():
+            log.warning("cache entry %s is incomplete (an interrupted build?): rebuilding",
+                        folder)
+        log.info("building %s (cached at %s)", kind, folder)
+        build_entry(folder, build, metadata)
+        return load(folder)
+    try:
+        return load(folder)
+    except Exception as err:  # noqa: BLE001 - any unreadable file: rebuild once
+        log.warning("cache entry %s could not be loaded (%s: %s): rebuilding", folder,
+                    type(err).__name__, err)
+        shutil.rmtree(folder, ignore_errors=True)
+        build_entry(folder, build, metadata)
+        return load(folder)

@@ -1,0 +1,43 @@
+"""User-facing errors: one clear line, a documented exit code, no traceback."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A mistake the user can fix (unknown name, bad value, missing file, no GPU, ...).
+
+    The runner prints ``error: <message>`` without a traceback (``HYDRA_FULL_ERROR=1`` shows
+    it); exit code 1 when the command is rejected before a run starts, 2 when a started run
+    stops on it (README, "Exit codes").
+    """
+
+
+def did_you_mean(kind: str, name: str, known: list[str]) -> UserError:
+    """Build the "unknown X 'foo'; did you mean bar? known: ..." error."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else ";"
+    return UserError(f"unknown {kind} '{name}'{hint} known: {', '.join(sorted(known))}")
+
+
+def ensure_writable(folder: Path, what: str) -> None:
+    """``UserError`` naming ``what`` (the setting the user controls) when ``folder`` cannot be
+    created or written; leaves the file system as it found it."""
+    folder = Path(folder).absolute()
+    created = [p for p in [folder, *folder.parents] if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write_probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"{what} is not writable ({err.strerror}); choose a folder you can "
+                        "write to (paths.output_dir or hydra.run.dir)") from None
+    finally:
+        for path in created:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                pass

@@ -1,0 +1,176 @@
+"""Language-model tasks: typed prompts with their reference answers and answer extractors,
+and the training tasks that tiny-lm is trained on.
+
+- ``addition``: scratchpad addition in tiny-lm's own token format (``data/arithmetic.py``);
+  also a ``TrainingTask`` (training split + held-out examples per horizon).
+- ``addition_text``: "What is a+b?" for real chat models (offline); answer = last integer.
+- ``gsm8k``, ``math500``: by hub id through ``datasets.load_dataset``; GSM8K's reference is
+  the number after ``####`` and the answer the completion's last number, MATH-500's the
+  content of the last ``\\boxed{...}``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from common.errors import UserError
+from data import arithmetic
+
+
+@dataclass
+class LMPrompt:
+    """One prompt: ``correct(completion)`` compares ``extract(completion)`` with
+    ``reference``; ``target_ids`` is a known correct completion (for teacher forcing)."""
+
+    prompt_ids: list[int]
+    reference: str
+    extract: Callable[[Sequence[int]], str | None]
+    eos_id: int | None
+    max_new_tokens: int
+    horizon: int = 1
+    target_ids: list[int] | None = None
+
+    def correct(self, completion: Sequence[int]) -> bool:
+        return self.extract(completion) == self.reference
+
+
+@dataclass
+class AdditionTask:
+    """The training task of tiny-lm on scratchpad addition (``dataset=addition``)."""
+
+    max_digits: int
+    train_examples: int
+    noise: float
+    horizons: list[int]
+    held_out_per_horizon: int = 64
+    vocab_size: int = arithmetic.VOCAB_SIZE
+    pad_id: int = arithmetic.PAD
+    tokenizer: Any = field(default_factory=arithmetic.ArithmeticTokenizer)
+    code_module: Any = arithmetic
+
+    @property
+    def max_length(self) -> int:
+        return arithmetic.sequence_length(self.max_digits)
+
+    @property
+    def config(self) -> dict:
+        return {"name": "addition", "max_digits": self.max_digits,
+                "train_examples": self.train_examples, "noise": self.noise}
+
+    def training_data(self, rng: np.random.Generator):
+        return arithmetic.training_dataset(self.train_examples, self.max_digits, self.noise,
+                                           rng)
+
+    def held_out(self, rng: np.random.Generator) -> dict[int, tuple[list, list]]:
+        """{horizon: (prompts, noise-free scratchpads)} on fresh operands."""
+        out = {}
+        for horizon in self.horizons:
+            pairs = arithmetic.addition_problems(self.held_out_per_horizon, horizon, rng)
+            out[horizon] = ([arithmetic.encode_problem(a, b, horizon) for a, b in pairs],
+                            [arithmetic.scratchpad(a, b, horizon) for a, b in pairs])
+        return out
+
+
+def training_task(dataset_cfg) -> AdditionTask | None:
+    """The task tiny-lm trains on for this dataset (None: the dataset has no training split)."""
+    if dataset_cfg.name == "addition":
+        return AdditionTask(int(dataset_cfg.max_digits), int(dataset_cfg.train_examples),
+                            float(dataset_cfg.noise), list(dataset_cfg.horizons))
+    return None
+
+
+def _scratchpad_answer(completion: Sequence[int]) -> str | None:
+    value = arithmetic.answer_of(list(completion))
+    return None if value is None else str(value)
+
+
+def addition_prompts(dataset_cfg, rng: np.random.Generator) -> list[LMPrompt]:
+    prompts = []
+    for horizon in dataset_cfg.horizons:
+        for a, b in arithmetic.addition_problems(int(dataset_cfg.prompts_per_horizon),
+                                                 int(horizon), rng):
+            prompts.append(LMPrompt(arithmetic.encode_problem(a, b, int(horizon)), str(a + b),
+                                    _scratchpad_answer, arithmetic.EOS, 2 * int(horizon) + 1,
+                                    int(horizon), arithmetic.scratchpad(a, b, int(horizon))))
+    return prompts
+
+
+def last_number(text: str) -> str | None:
+    """The last number in ``text`` without thousands separators or a trailing period."""
+    found = re.findall(r"-?\d[\d,]*\.?\d*", text)
+    return found[-1].replace(",", "").rstrip(".") if found else None
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (nested braces allowed), spaces removed."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j].replace(" ", "")
+    return None
+
+
+def _decoded(tokenizer, extract: Callable[[str], str | None]):
+    def answer(completion: Sequence[int]) -> str | None:
+        return extract(tokenizer.decode(list(completion), skip_special_tokens=True))
+
+    return answer
+
+
+def text_prompts(dataset_cfg, tokenizer, chat_template: bool, rng: np.random.Generator
+                 ) -> list[LMPrompt]:
+    """Prompts for a real model: ``addition_text`` generated here, else by hub id."""
+    from models.lm.prompting import encode_prompt
+
+    def make(question: str, reference: str, extract, horizon: int = 1) -> LMPrompt:
+        return LMPrompt(encode_prompt(tokenizer, question, chat_template), reference,
+                        _decoded(tokenizer, extract), tokenizer.eos_token_id,
+                        int(dataset_cfg.max_new_tokens), horizon)
+
+    if dataset_cfg.name == "addition_text":
+        out = []
+        for horizon in dataset_cfg.horizons:
+            for a, b in arithmetic.addition_problems(int(dataset_cfg.prompts_per_horizon),
+                                                     int(horizon), rng):
+                out.append(make(f"What is {a}+{b}? Answer with the number.", str(a + b),
+                                last_number, int(horizon)))
+        return out
+    from datasets import load_dataset
+
+    try:
+        rows = load_dataset(dataset_cfg.hub_id, dataset_cfg.config, split=dataset_cfg.split)
+    except Exception as err:  # noqa: BLE001 - offline or missing cache
+        raise UserError(f"could not load dataset {dataset_cfg.hub_id} ({type(err).__name__}); "
+                        "it needs network access or a local Hugging Face cache") from None
+    rows = rows.select(range(min(int(dataset_cfg.limit), len(rows))))
+    if dataset_cfg.name == "math500":
+        return [make(r["problem"] + "\nPut the final answer in \\boxed{}.",
+                     str(r["answer"]).replace(" ", ""), last_boxed) for r in rows]
+    return [make(r["question"], str(r["answer"]).split("####")[-1].strip().replace(",", ""),
+                 last_number) for r in rows]
+
+
+def lm_prompts(dataset_cfg, model_cfg, tokenizer, rng: np.random.Generator) -> list[LMPrompt]:
+    """The evaluation prompts of ``dataset_cfg`` for ``model_cfg`` (checks they match)."""
+    tiny = model_cfg.source == "tiny_lm"
+    if dataset_cfg.name == "addition":
+        if not tiny:
+            raise UserError("dataset=addition is tiny-lm's token format; use "
+                            "dataset=addition_text (or gsm8k/math500) with a real model")
+        return addition_prompts(dataset_cfg, rng)
+    if tiny:
+        raise UserError(f"tiny-lm only knows dataset=addition, not '{dataset_cfg.name}'")
+    if dataset_cfg.name not in ("addition_text", "gsm8k", "math500"):
+        raise UserError(f"dataset={dataset_cfg.name} is not a language-model task; known: "
+                        "addition, addition_text, gsm8k, math500")
+    return text_prompts(dataset_cfg, tokenizer, bool(model_cfg.chat_template), rng)
+

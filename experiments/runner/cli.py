@@ -1,0 +1,133 @@
+"""What ``run.py`` checks and adds on the command line before Hydra composes anything.
+
+Hydra creates the run folder before any of our code runs, so every mistake we can see in
+the arguments alone is reported here: one ``error:`` line, exit code 1, nothing written.
+It also makes the selected paper's own config folder (``conf/papers/<key>/``: its method,
+dataset, model and sweep options) searchable, and names sweep job folders by the settings
+that actually vary.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from common.errors import UserError, did_you_mean, ensure_writable
+from experiments.runner.registry import check_paper
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+GROUPS = ("model", "dataset", "method", "trainer", "logger", "paths", "sweep")
+_SWEEP_FUNCTIONS = re.compile(r"^(range|choice|interval|glob|tag|sort|shuffle)\(")
+DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def _split_values(value: str) -> list[str]:
+    """Top-level comma-separated values of an override (commas inside brackets, braces or
+    quotes do not split)."""
+    values, depth, quote, current = [], 0, "", ""
+    for char in value:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        elif char == "," and depth == 0:
+            values.append(current)
+            current = ""
+            continue
+        current += char
+    return [*values, current]
+
+
+def _overrides(argv: list[str]) -> list[tuple[str, str]]:
+    """(key, value) of every ``key=value`` argument (``+``/``++``/``~`` prefixes kept)."""
+    return [tuple(a.split("=", 1)) for a in argv if "=" in a and not a.startswith("-")]
+
+
+def paper_keys(argv: list[str]) -> list[str]:
+    """The papers selected by ``+paper=<key>[,<key>...]``."""
+    keys = []
+    for key, value in _overrides(argv):
+        if key.lstrip("+") == "paper":
+            keys += [v for v in _split_values(value) if v and not _SWEEP_FUNCTIONS.match(v)]
+    return keys
+
+
+def paper_dirs(keys: list[str]) -> list[Path]:
+    return [CONF_DIR / "papers" / key for key in keys if (CONF_DIR / "papers" / key).is_dir()]
+
+
+def search_path_override(keys: list[str]) -> list[str]:
+    """``hydra.searchpath=[...]`` making each selected paper's folder searchable."""
+    dirs = paper_dirs(keys)
+    return [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
+
+
+def group_options(group: str, keys: list[str]) -> list[str]:
+    folders = [CONF_DIR / group] + [d / group for d in paper_dirs(keys)]
+    return sorted({p.stem for folder in folders if folder.is_dir()
+                   for p in folder.glob("*.yaml")})
+
+
+def check_arguments(argv: list[str]) -> list[str]:
+    """Raise ``UserError`` on what is wrong in ``argv``; return the selected papers."""
+    overrides = _overrides(argv)
+    if not any(key.lstrip("+") == "paper" for key, _ in overrides):
+        raise UserError("no paper selected: python run.py +paper=<key> [overrides]")
+    keys = paper_keys(argv)
+    for key in keys:
+        check_paper(key)
+    for key, value in overrides:
+        name = key.lstrip("+~")
+        if name in GROUPS:
+            known = group_options(name, keys)
+            for option in _split_values(value):
+                if option and not _SWEEP_FUNCTIONS.match(option) and option not in known:
+                    raise did_you_mean(f"{name} option", option, known)
+        elif name == "device":
+            for option in _split_values(value):
+                if not DEVICE.match(option):
+                    raise UserError(f"device must be auto, cpu, cuda or cuda:<index>, not "
+                                    f"'{option}'")
+        elif name in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
+            ensure_writable(Path(value), f"{name}={value}")
+    return keys
+
+
+def _sweep_params(argv: list[str], keys: list[str]) -> dict[str, str]:
+    """``hydra.sweeper.params`` of the named sweep (``+sweep=<name>``), if any."""
+    params: dict[str, str] = {}
+    for key, value in _overrides(argv):
+        if key.lstrip("+") == "sweep":
+            for paper_dir in paper_dirs(keys):
+                path = paper_dir / "sweep" / f"{value}.yaml"
+                if path.is_file():
+                    found = OmegaConf.load(path).hydra.sweeper.get("params") or {}
+                    params.update({k: str(v) for k, v in found.items()})
+    return params
+
+
+def _is_swept(value: str) -> bool:
+    return len(_split_values(value)) > 1 or bool(_SWEEP_FUNCTIONS.match(value))
+
+
+def job_name_override(argv: list[str], keys: list[str]) -> list[str]:
+    """Name sweep job folders by the settings that vary (``<num>_<key=value>_...``): every
+    setting given a single value, on the command line or in the named sweep, is left out."""
+    settings = {key.lstrip("+~"): value for key, value in _overrides(argv)}
+    settings.update(_sweep_params(argv, keys))
+    fixed = {key for key, value in settings.items() if not _is_swept(value)}
+    base = OmegaConf.load(CONF_DIR / "config.yaml").hydra.job.config.override_dirname
+    exclude = sorted(set(base.exclude_keys) | fixed)
+    return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(exclude)}]"]
+
+
+def prepare(argv: list[str]) -> list[str]:
+    """Check ``argv`` and return it with the paper search path and job naming added."""
+    keys = check_arguments(argv)
+    return argv + search_path_override(keys) + job_name_override(argv, keys)

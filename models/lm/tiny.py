@@ -1,0 +1,97 @@
+"""tiny-lm: a small Llama-config causal LM trained locally on a task, cached by its config,
+the task's training settings and the source of the code that trains it.
+
+A task (``data/lm_tasks.py``: ``TrainingTask``) supplies the vocabulary, the training split
+and held-out examples. After training, the teacher-forced accuracy on held-out examples of
+every horizon must reach ``min_held_out_accuracy``, else the build fails with one line (and
+nothing is cached) instead of an experiment running on a broken model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from common.cache import code_version, load_or_build
+from common.errors import UserError
+
+log = logging.getLogger("paperlab")
+ARCHITECTURE_KEYS = ("layers", "hidden", "heads")
+TRAINING_KEYS = ("steps", "batch_size", "lr", "warmup_fraction", "weight_decay", "seed")
+
+
+def build_tiny_llama(model_cfg, vocab_size: int, pad_id: int, max_positions: int,
+                     seed: int | None = None):
+    """A fresh Llama-config model whose initial weights depend on ``seed`` only (default
+    ``model_cfg.seed``), not on the global random state."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=model_cfg.hidden,
+                         intermediate_size=2 * model_cfg.hidden,
+                         num_hidden_layers=model_cfg.layers,
+                         num_attention_heads=model_cfg.heads,
+                         num_key_value_heads=model_cfg.heads,
+                         max_position_embeddings=max_positions, pad_token_id=pad_id,
+                         bos_token_id=None, eos_token_id=None, tie_word_embeddings=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(model_cfg.seed if seed is None else seed))
+        return LlamaForCausalLM(config)
+
+
+def optimization_of(model_cfg):
+    from models.lm.training import Optimization
+
+    return Optimization(steps=int(model_cfg.steps), batch_size=int(model_cfg.batch_size),
+                        lr=float(model_cfg.lr), warmup_fraction=float(model_cfg.warmup_fraction),
+                        weight_decay=float(model_cfg.weight_decay))
+
+
+def train_tiny_lm(model_cfg, task, compute=None):
+    """Build and train tiny-lm on ``task``; returns (model, held-out accuracy per horizon)."""
+    from models.lm.prompting import teacher_forced_accuracy
+    from models.lm.training import train_causal_lm
+
+    model = build_tiny_llama(model_cfg, task.vocab_size, task.pad_id, task.max_length)
+    data = task.training_data(np.random.default_rng(int(model_cfg.seed)))
+    model = train_causal_lm(model, data, optimization_of(model_cfg), int(model_cfg.seed),
+                            compute)
+    accuracy = {}
+    held_out = task.held_out(np.random.default_rng(int(model_cfg.seed) + 1))
+    for horizon, (prompts, targets) in held_out.items():
+        accuracy[horizon] = float(teacher_forced_accuracy(model, prompts, targets,
+                                                          task.pad_id).mean())
+    return model, accuracy
+
+
+def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
+    """(model, tokenizer): trained once per (config, task settings, code), then loaded."""
+    from transformers import LlamaForCausalLM
+
+    from models.lm import prompting, training
+
+    config = {"model": {k: model_cfg[k] for k in ARCHITECTURE_KEYS + TRAINING_KEYS},
+              "task": task.config}
+    version = code_version(__name__, training, prompting, task.code_module)
+    floor = model_cfg.get("min_held_out_accuracy")
+
+    def build(folder: Path) -> None:
+        model, accuracy = train_tiny_lm(model_cfg, task, compute)
+        report = ", ".join(f"L={h}: {a:.3f}" for h, a in accuracy.items())
+        log.info("tiny-lm held-out teacher-forced accuracy: %s", report)
+        if floor is not None and min(accuracy.values()) < floor:
+            raise UserError(f"tiny-lm trained to held-out accuracy {report}, below the floor "
+                            f"{floor} (model.min_held_out_accuracy): more model.steps or a "
+                            "larger model is needed; nothing was cached")
+        model.save_pretrained(folder)
+        (folder / "held_out_accuracy.json").write_text(json.dumps(accuracy, indent=2) + "\n")
+
+    def load(folder: Path):
+        return LlamaForCausalLM.from_pretrained(folder).eval()
+
+    model = load_or_build(cache_dir, "tiny-lm", config, version, build, load)
+    device = compute.device if compute is not None else "cpu"
+    return model.to(device), task.tokenizer

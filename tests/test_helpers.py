@@ -1,0 +1,80 @@
+"""Protocol helpers: rate fits against known rates, the cache's atomicity and rebuilds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from common.cache import code_version, load_or_build
+from experiments.helpers.fits import (
+    bootstrap_slope_interval,
+    fit_loglog_slope,
+    fit_semilog_slope,
+    slope_with_interval,
+)
+
+
+def test_slope_fit_recovers_a_known_rate():
+    rng = np.random.default_rng(0)
+    n = np.array([16, 64, 256, 1024, 4096], dtype=float)
+    assert fit_loglog_slope(n, 3 * n**-0.37) == pytest.approx(-0.37)
+    assert fit_semilog_slope([1, 2, 3], np.exp([0.5, 1.2, 1.9])) == pytest.approx(0.7)
+    errs = 3 * n**-0.37 * np.exp(0.05 * rng.standard_normal((8, len(n))))
+    mean, lo, hi = slope_with_interval(n, errs)
+    assert lo < -0.37 < hi and hi - lo < 0.1
+
+
+def test_slope_ignores_points_that_never_reached_the_target():
+    assert fit_loglog_slope([1, 2, 4, 8], [1, 4, 16, np.inf]) == pytest.approx(2.0)
+    assert np.isnan(fit_loglog_slope([1, 2], [1, np.nan]))
+
+
+def test_bootstrap_interval_covers_the_true_slope():
+    rng = np.random.default_rng(1)
+    x = np.array([4.0, 8, 16, 32])
+    samples = [x_i**2 * rng.exponential(1.0, 200) for x_i in x]  # mean = x^2
+    slope, low, high = bootstrap_slope_interval(x, samples, np.mean, rng, n_boot=300)
+    assert low < 2.0 < high and high - low < 0.3
+    assert slope == pytest.approx(2.0, abs=0.1)
+
+
+def test_cache_builds_once_and_rebuilds_broken_entries(tmp_path):
+    builds = []
+
+    def build(folder):
+        builds.append(folder)
+        (folder / "weights.txt").write_text("42")
+
+    def load(folder):
+        return int((folder / "weights.txt").read_text())
+
+    config = {"a": 1}
+    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    assert len(builds) == 1
+    entry = next((tmp_path / "thing").iterdir())
+    (entry / "weights.txt").write_text("not a number")  # corrupt: the loader fails
+    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    (entry / ".complete").unlink()  # interrupted build: no completion marker
+    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    assert len(builds) == 3
+    load_or_build(tmp_path, "thing", config, "v2", build, load)  # new code version
+    assert len(builds) == 4 and len(list((tmp_path / "thing").iterdir())) == 2
+    assert not list((tmp_path / "thing").glob(".*tmp*"))
+
+
+def test_failed_build_leaves_no_entry(tmp_path):
+    def build(folder):
+        (folder / "half").write_text("x")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        load_or_build(tmp_path, "thing", {}, "v1", build, lambda f: None)
+    assert not list((tmp_path / "thing").iterdir())
+
+
+def test_code_version_follows_the_source():
+    import common.cache as module
+
+    assert code_version(module) == code_version("common.cache")
+    assert code_version(module) != code_version("common.errors")
