@@ -50,16 +50,15 @@ def is_complete(folder: Path) -> bool:
     return (folder / COMPLETE).is_file()
 
 
-def build_entry(folder: Path, build: Callable[[Path], None], metadata: Mapping[str, Any]
-                ) -> Path:
+def build_entry(folder: Path, build: Callable[[Path], T], metadata: Mapping[str, Any]) -> T:
     """Run ``build(tmp)`` into a private temporary folder, mark it complete and rename it to
-    ``folder`` (replacing an incomplete entry there)."""
+    ``folder`` (replacing an incomplete entry there); returns what ``build`` returned."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        build(tmp)
+        built = build(tmp)
         (tmp / COMPLETE).write_text(json.dumps(dict(metadata), indent=2, default=str) + "\n")
         if folder.exists() and not is_complete(folder):
             shutil.rmtree(folder, ignore_errors=True)
@@ -70,13 +69,14 @@ def build_entry(folder: Path, build: Callable[[Path], None], metadata: Mapping[s
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    return built
 
 
 def load_or_build(root: Path, kind: str, config: Mapping[str, Any], version: str,
-                  build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
-    """Load the entry for (``config``, ``version``), building it first when it is missing,
-    incomplete or fails to load (one rebuild; a second failure propagates)."""
+                  build: Callable[[Path], T], load: Callable[[Path], T]) -> T:
+    """The artefact for (``config``, ``version``): ``load(folder)`` of its entry, or, when
+    the entry is missing, incomplete or fails to load, ``build(folder)`` (which writes the
+    entry's files and returns the artefact; one rebuild, a second failure propagates)."""
     folder = Path(root) / kind / entry_key(config, version)
     metadata = {"kind": kind, "config": dict(config), "code_version": version}
     if not is_global_zero():  # other ranks of a multi-process launch never publish
@@ -85,8 +85,7 @@ def load_or_build(root: Path, kind: str, config: Mapping[str, Any], version: str
         private = folder.parent / f".{folder.name}.rank{global_rank()}-{os.getpid()}"
         private.mkdir(parents=True, exist_ok=True)
         try:
-            build(private)
-            return load(private)
+            return build(private)
         finally:
             shutil.rmtree(private, ignore_errors=True)
     if not is_complete(folder):
@@ -94,13 +93,11 @@ def load_or_build(root: Path, kind: str, config: Mapping[str, Any], version: str
             log.warning("cache entry %s is incomplete (an interrupted build?): rebuilding",
                         folder)
         log.info("building %s (cached at %s)", kind, folder)
-        build_entry(folder, build, metadata)
-        return load(folder)
+        return build_entry(folder, build, metadata)
     try:
         return load(folder)
     except Exception as err:  # noqa: BLE001 - any unreadable file: rebuild once
         log.warning("cache entry %s could not be loaded (%s: %s): rebuilding", folder,
                     type(err).__name__, err)
         shutil.rmtree(folder, ignore_errors=True)
-        build_entry(folder, build, metadata)
-        return load(folder)
+        return build_entry(folder, build, metadata)

@@ -24,8 +24,8 @@ def forward_deviation(d: int, n: int, depth: int, kind: str, seed: int, cfg: Dic
                       ) -> float:
     """RMS over query tokens of |x_L^(n) - x_L^(inf)| for one seed (params, tokens, context)."""
     gen = torch.Generator().manual_seed(seed)
-    m = cfg.method
-    params = random_flow_params(d, m.attention_scale, m.value_scale, gen)
+    method = cfg.method
+    params = random_flow_params(d, method.attention_scale, method.value_scale, gen)
     x = torch.randn(cfg.dataset.n_queries, d, generator=gen, dtype=torch.float64) / d**0.5
     context = torch.randn(n, d, generator=gen, dtype=torch.float64) / d**0.5
     mean, cov = torch.zeros(d, dtype=torch.float64), torch.eye(d, dtype=torch.float64) / d
@@ -39,8 +39,8 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: DictConfig) -> float:
     import ot
 
     gen = torch.Generator().manual_seed(seed)
-    m = cfg.method
-    params = random_flow_params(d, m.attention_scale, m.value_scale, gen)
+    method = cfg.method
+    params = random_flow_params(d, method.attention_scale, method.value_scale, gen)
     ctx = torch.randn(n, d, generator=gen, dtype=torch.float64) / d**0.5
     # the particles tracked as tokens (same update rule, same context): mu_n after L blocks
     evolved = finite_context_flow(ctx, ctx, params, depth)
@@ -54,10 +54,10 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: DictConfig) -> float:
 
 @register_paper("ctxflow")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    p = cfg.protocol
-    ns = np.array(list(p.n_values), dtype=float)
-    seeds = [ctx.seed * 1000 + s for s in range(int(p.seeds))]
-    depth = int(cfg.method.depth)
+    protocol = cfg.protocol
+    ns = np.array(list(protocol.n_values), dtype=float)
+    seeds = [ctx.seed * 1000 + s for s in range(protocol.seeds)]
+    depth = cfg.method.depth
     rows, metrics, curves = [], {}, {}
 
     def study(label, d, L, kind):
@@ -75,7 +75,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
     # attention and nearest-neighbour maps across dimensions (depth L = method.depth)
     att_slopes = {}
-    for d in ctx.progress(list(p.dims), "dims"):
+    for d in ctx.progress(list(protocol.dims), "dims"):
         _, att_slopes[d], ci = study(f"attention_d{d}_L{depth}", int(d), depth, "softmax")
         _, s_nn, ci_nn = study(f"nearest_d{d}_L{depth}", int(d), depth, "nearest")
         metrics[f"slope_attention_d{d}"] = att_slopes[d]
@@ -85,9 +85,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     metrics["slope_attention"] = float(np.mean(list(att_slopes.values())))
 
     # depth: residual weights 1/L, L in depths, fixed dimension
-    d0 = int(p.depth_study_dim)
+    d0 = protocol.depth_study_dim
     by_depth = {}
-    for L in ctx.progress(list(p.depths), "depths"):
+    for L in ctx.progress(list(protocol.depths), "depths"):
         by_depth[L], metrics[f"slope_attention_L{L}"], _ = study(
             f"attention_d{d0}_L{L}", d0, int(L), "softmax")
     if 1 in by_depth and max(by_depth) > 1:
@@ -96,8 +96,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         metrics[f"depth_ratio_L{top}_over_L1"] = float(ratio.max())
 
     # backward: sup over OGD iterations of the parameter gap, vs n
-    back = np.array([[online_gd_deviation(int(p.backward_dim), int(n),
-                                          int(cfg.method.gd_steps), float(cfg.method.gd_lr), s)
+    back = np.array([[online_gd_deviation(protocol.backward_dim, int(n),
+                                          cfg.method.gd_steps, cfg.method.gd_lr, s)
                       for n in ns] for s in ctx.progress(seeds, "online GD")])
     slope_b, lo_b, hi_b = slope_with_interval(ns, back)
     curves["backward (sup over OGD iterations)"] = back.mean(axis=0)
@@ -108,22 +108,22 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
     # embedding dimension at fixed n
     dim_dev = {}
-    for d in p.dim_study_dims:
-        dim_dev[d] = float(np.mean([forward_deviation(int(d), int(p.dim_study_n), depth,
+    for d in protocol.dim_study_dims:
+        dim_dev[d] = float(np.mean([forward_deviation(int(d), protocol.dim_study_n, depth,
                                                       "softmax", s, cfg) for s in seeds]))
-        rows.append({"study": "dimension", "n": int(p.dim_study_n), "dim": int(d),
+        rows.append({"study": "dimension", "n": protocol.dim_study_n, "dim": int(d),
                      "deviation_mean": dim_dev[d]})
     metrics["dim_ratio_max_over_min"] = max(dim_dev.values()) / min(dim_dev.values())
 
     # the context measure itself: W2 to the limit law decays like n^(-1/d), not n^(-1/2)
-    w_ns = ns[ns <= int(p.wasserstein_max_n)]
+    w_ns = ns[ns <= protocol.wasserstein_max_n]
     w2 = np.array([[context_w2(d0, int(n), depth, s, cfg) for n in w_ns] for s in seeds])
     metrics["slope_context_w2"] = slope_with_interval(w_ns, w2)[0]
     curves[f"context W2 (d={d0}, vs a limit sample)"] = w2.mean(axis=0)
 
     ctx.save_table("deviation_vs_n", rows)
-    ctx.save_figure("deviation_vs_n", _figure(ns, w_ns, curves, list(p.dims), depth, d0,
-                                              list(p.depths), dim_dev))
+    ctx.save_figure("deviation_vs_n", _figure(ns, w_ns, curves, list(protocol.dims), depth, d0,
+                                              list(protocol.depths), dim_dev))
     return metrics
 
 

@@ -25,14 +25,14 @@ ARMS = [(rot, dither) for rot in ("dense", "rht") for dither in (True, False)]
 
 
 def _families(cfg: DictConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    ds = cfg.dataset
-    if ds.name == "unit_vectors":
-        return unit_vector_families(ds.dim, ds.n_random, ds.n_sparse, ds.sparsity,
-                                    ds.n_basis, rng)
-    if ds.name == "npy_vectors":
-        return npy_vectors(ds.path, ds.max_rows)
+    data_cfg = cfg.dataset
+    if data_cfg.name == "unit_vectors":
+        return unit_vector_families(data_cfg.dim, data_cfg.n_random, data_cfg.n_sparse,
+                                    data_cfg.sparsity, data_cfg.n_basis, rng)
+    if data_cfg.name == "npy_vectors":
+        return npy_vectors(data_cfg.path, data_cfg.max_rows)
     raise UserError(f"ditherq needs dataset=unit_vectors or dataset=npy_vectors, "
-                    f"not '{ds.name}'")
+                    f"not '{data_cfg.name}'")
 
 
 def measure_nmse(families: dict[str, np.ndarray], quantizer: str, bits: list[int],
@@ -73,7 +73,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         raise UserError(f"ditherq needs a quantizer method ({', '.join(QUANTIZERS)}), "
                         f"not '{quantizer}'")
     max_bits = QUANTIZERS[quantizer].max_bits
-    bits = [int(method.bits)] if method.bits is not None else [
+    bits = [method.bits] if method.bits is not None else [
         b for b in cfg.protocol.bits if b <= max_bits]
     if any(not 1 <= b <= max_bits for b in bits):
         raise UserError(f"{quantizer} supports method.bits in 1..{max_bits}, got {bits}")
@@ -82,7 +82,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     families = _families(cfg, ctx.rng)
     ctx.info(f"{quantizer}: bits {bits}, {cfg.protocol.n_trials} trials, families "
              + ", ".join(f"{k}({len(v)})" for k, v in families.items()))
-    nmse = measure_nmse(families, quantizer, bits, int(cfg.protocol.n_trials), ctx.rng,
+    nmse = measure_nmse(families, quantizer, bits, cfg.protocol.n_trials, ctx.rng,
                         progress=lambda it: ctx.progress(it, "trials"))
 
     rows = []
@@ -128,7 +128,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
     timing_rows = []
     for d in ctx.progress(list(cfg.protocol.timing_dims), "timing"):
-        t_dense, t_rht = rotation_seconds_per_vector(int(d), int(cfg.protocol.timing_repeats),
+        t_dense, t_rht = rotation_seconds_per_vector(int(d), cfg.protocol.timing_repeats,
                                                      ctx.rng)
         timing_rows.append({"dim": d, "dense_us": 1e6 * t_dense, "rht_us": 1e6 * t_rht,
                             "speedup": t_dense / t_rht})

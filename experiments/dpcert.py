@@ -56,40 +56,40 @@ def certify_grid(p_a, p_b, correct, r_values, radii, train_pld, sigma) -> tuple[
 
 @register_paper("dpcert")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    m, p = cfg.method, cfg.protocol
+    method, protocol = cfg.method, cfg.protocol
     x_tr, y_tr, x_te, y_te, shape = load_images(cfg.dataset.name, cfg.dataset.max_train,
                                                 cfg.dataset.max_test, ctx.seed)
-    sigma, k = float(m.smoothing_sigma), int(m.partitions)
+    sigma, k = method.smoothing_sigma, method.partitions
     gen = torch.Generator().manual_seed(ctx.seed)
 
     def train_dpa(x, y):
         module = DPAEnsemble(torch.as_tensor(x), torch.as_tensor(y), hash_partition(x, k), k,
-                             m.hidden, CLASSES, m.dpa_lr, ctx.seed, sigma)
-        return fit(module, int(m.dpa_steps), ctx.compute).net.cpu()
+                             method.hidden, CLASSES, method.dpa_lr, ctx.seed, sigma)
+        return fit(module, method.dpa_steps, ctx.compute).net.cpu()
 
     def train_dpsgd(x, y):
-        module = DPSGDPopulation(torch.as_tensor(x), torch.as_tensor(y), m.dpsgd_models,
-                                 CLASSES, m.dpsgd_noise_multiplier, m.dpsgd_clip,
-                                 m.dpsgd_sampling_rate, m.dpsgd_lr, ctx.seed, sigma)
-        return fit(module, int(m.dpsgd_steps), ctx.compute).net.cpu()
+        module = DPSGDPopulation(torch.as_tensor(x), torch.as_tensor(y), method.dpsgd_models,
+                                 CLASSES, method.dpsgd_noise_multiplier, method.dpsgd_clip,
+                                 method.dpsgd_sampling_rate, method.dpsgd_lr, ctx.seed, sigma)
+        return fit(module, method.dpsgd_steps, ctx.compute).net.cpu()
 
     ctx.info(f"{cfg.dataset.name}: {len(y_tr)} train, {len(y_te)} certified test points")
     nets = {"dpa": train_dpa(x_tr, y_tr), "dpsgd": train_dpsgd(x_tr, y_tr)}
-    draws = {"dpa": int(m.dpa_noise_draws), "dpsgd": 1}
+    draws = {"dpa": method.dpa_noise_draws, "dpsgd": 1}
     train_plds = {
         "dpa": lambda r: dpa_poisoning_pld(r, k),
-        "dpsgd": lambda r: dpsgd_group_pld(m.dpsgd_noise_multiplier, m.dpsgd_sampling_rate,
-                                           int(m.dpsgd_steps), r),
+        "dpsgd": lambda r: dpsgd_group_pld(method.dpsgd_noise_multiplier,
+                                           method.dpsgd_sampling_rate, method.dpsgd_steps, r),
     }
-    r_values = {"dpa": list(p.r_values_dpa), "dpsgd": list(p.r_values_dpsgd)}
-    radii = [float(r) for r in p.radii]
+    r_values = {"dpa": list(protocol.r_values_dpa), "dpsgd": list(protocol.r_values_dpsgd)}
+    radii = [float(r) for r in protocol.radii]
     metrics, rows, grids, bounds = {}, [], {}, {}
     for name in ctx.progress(["dpa", "dpsgd"], "certify"):
         counts = smoothed_votes(nets[name], x_te, sigma, draws[name], CLASSES, gen)
         trials = int(counts[0].sum())
         a, n_a, _, n_b = top_two(counts)
-        p_a, _ = clopper_pearson(n_a, trials, m.confidence_alpha)
-        _, p_b = clopper_pearson(n_b, trials, m.confidence_alpha)
+        p_a, _ = clopper_pearson(n_a, trials, method.confidence_alpha)
+        _, p_b = clopper_pearson(n_b, trials, method.confidence_alpha)
         correct = a == y_te
         bounds[name] = (a, p_a, p_b)
         metrics[f"clean_accuracy_{name}"] = float(np.mean(correct))
@@ -138,16 +138,16 @@ def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_d
     the trigger to the test points: no prediction certified at (poisoned, |trigger|) may
     flip. A necessary condition on the implementation, not a proof."""
     t = cfg.protocol.trigger
-    sigma = float(cfg.method.smoothing_sigma)
-    trigger = patch_trigger(shape, int(t.size), float(t.l2_norm))
+    sigma = cfg.method.smoothing_sigma
+    trigger = patch_trigger(shape, t.size, float(t.l2_norm))
     rng = np.random.default_rng(ctx.seed + 7)
-    source = rng.choice(np.nonzero(y_tr != t.target)[0], int(t.poisoned), replace=False)
+    source = rng.choice(np.nonzero(y_tr != t.target)[0], t.poisoned, replace=False)
     x_poison = np.concatenate([x_tr, x_tr[source] + trigger[None, :]])
-    y_poison = np.concatenate([y_tr, np.full(len(source), int(t.target))])
+    y_poison = np.concatenate([y_tr, np.full(len(source), t.target)])
     flips, checked = 0, 0
     for name, train in (("dpa", train_dpa), ("dpsgd", train_dpsgd)):
         a, p_a, p_b = bounds[name]
-        profile = profile_of(train_plds[name](int(t.poisoned)).compose(
+        profile = profile_of(train_plds[name](t.poisoned).compose(
             gaussian_pld(sigma, float(t.l2_norm))))
         certified = is_certified(p_a, p_b, profile)
         net = train(x_poison, y_poison)

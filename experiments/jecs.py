@@ -33,11 +33,11 @@ class Procedures:
     """Every selection procedure on one audit's per-model p-values (items x models); JECS's
     envelope is fitted once and reused for every level alpha."""
 
-    def __init__(self, per_model_p: np.ndarray, m, rng: np.random.Generator) -> None:
-        self.per_model_p, self.lam = per_model_p, m.storey_lambda
+    def __init__(self, per_model_p: np.ndarray, method, rng: np.random.Generator) -> None:
+        self.per_model_p, self.lam = per_model_p, method.storey_lambda
         self.p = max_p(per_model_p)
-        self.jecs = JECS(per_model_p, m.family.name, m.threshold_rule.name, m.storey_lambda,
-                         m.n_boot, rng)
+        self.jecs = JECS(per_model_p, method.family.name, method.threshold_rule.name,
+                         method.storey_lambda, method.n_boot, rng)
 
     def select(self, alpha: float) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
         """{procedure: selected mask} at level alpha, and the per-model selections."""
@@ -54,20 +54,20 @@ def min_overlap(per_model: list[np.ndarray]) -> float:
     return min(_jaccard(a, b) for a, b in combinations(per_model, 2))
 
 
-def one_audit(scores, m, alphas, rng) -> tuple[dict, float]:
+def one_audit(scores, method, alphas, rng) -> tuple[dict, float]:
     """All procedures on one synthetic audit: {(procedure, alpha): (GCP, power)}, and the
     minimum pairwise Jaccard overlap of the per-model selections at the headline alpha."""
     per_model_p = np.column_stack([
-        conformal_pvalues(cal, scores.scores[:, k], m.randomized_pvalues, rng)
+        conformal_pvalues(cal, scores.scores[:, k], method.randomized_pvalues, rng)
         for k, cal in enumerate(scores.calibration)])
     null = scores.contaminated.any(axis=1)
-    procedures = Procedures(per_model_p, m, rng)
+    procedures = Procedures(per_model_p, method, rng)
     out, overlap = {}, 1.0
     for alpha in alphas:
         selections, per_model = procedures.select(alpha)
         for name, sel in selections.items():
             out[(name, alpha)] = _fdp_power(sel, null)
-        if np.isclose(alpha, m.alpha) and len(per_model) > 1:
+        if np.isclose(alpha, method.alpha) and len(per_model) > 1:
             overlap = min_overlap(per_model)
     return out, overlap
 
@@ -81,27 +81,28 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.tiny import build_tiny_llama, optimization_of
     from models.lm.training import train_causal_lm
 
-    m, ds = cfg.method, cfg.dataset
+    method, data_cfg = cfg.method, cfg.dataset
     if cfg.model.source != "tiny_lm":
         raise UserError("dataset=lm_membership trains the audited LMs: add "
                         "model=membership-lm (or another tiny-lm config)")
     items, public, contaminated = contaminated_lm_benchmark(
-        ds.n_items, ds.length, ds.vocab, ds.n_models, ds.rate_low, ds.rate_high, ctx.rng)
+        data_cfg.n_items, data_cfg.length, data_cfg.vocab, data_cfg.n_models, data_cfg.rate_low,
+        data_cfg.rate_high, ctx.rng)
     audited = np.nonzero(~public)[0]
     per_model_p = []
-    for k in ctx.progress(range(int(ds.n_models)), "training LMs"):
+    for k in ctx.progress(range(data_cfg.n_models), "training LMs"):
         rows = np.concatenate([items[public], items[audited[contaminated[:, k]]]])
         data = Dataset.from_dict({"input_ids": rows.tolist(), "labels": rows.tolist()})
         seed = ctx.seed * 100 + k
-        fresh = build_tiny_llama(cfg.model, int(ds.vocab), pad_id=0,
-                                 max_positions=int(ds.length), seed=seed)
+        fresh = build_tiny_llama(cfg.model, data_cfg.vocab, pad_id=0,
+                                 max_positions=data_cfg.length, seed=seed)
         lm = train_causal_lm(fresh, data, optimization_of(cfg.model), seed, ctx.compute)
-        scores = min_k_percent(lm, items, float(ds.k_percent))
+        scores = min_k_percent(lm, items, data_cfg.k_percent)
         per_model_p.append(conformal_pvalues(scores[public], scores[audited],
-                                             m.randomized_pvalues, ctx.rng))
+                                             method.randomized_pvalues, ctx.rng))
     null = contaminated.any(axis=1)
-    selections, per_model = Procedures(np.column_stack(per_model_p), m, ctx.rng).select(
-        float(m.alpha))
+    selections, per_model = Procedures(np.column_stack(per_model_p), method, ctx.rng).select(
+        method.alpha)
     metrics, rows = {}, []
     for name, sel in selections.items():
         fdp, power = _fdp_power(sel, null)
@@ -116,19 +117,19 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 @register_paper("jecs")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    m, ds = cfg.method, cfg.dataset
-    if ds.name == "lm_membership":
+    method, data_cfg = cfg.method, cfg.dataset
+    if data_cfg.name == "lm_membership":
         return lm_scores_experiment(cfg, ctx)
-    alphas = sorted({float(a) for a in cfg.protocol.alphas} | {float(m.alpha)})
-    reps = int(cfg.protocol.repetitions)
+    alphas = sorted({float(a) for a in cfg.protocol.alphas} | {method.alpha})
+    reps = cfg.protocol.repetitions
     rows, results, overlaps = [], {}, []
     for design, spec in cfg.protocol.designs.items():
         runs = []
         for _ in ctx.progress(range(reps), f"audits ({design})"):
-            scores = synthetic_membership(ds.n_items, ds.n_models, ds.rate_low, ds.rate_high,
-                                          spec.design.name, ds.shift, spec.rho, ds.n_calibration,
-                                          ctx.rng)
-            audit, overlap = one_audit(scores, m, alphas, ctx.rng)
+            scores = synthetic_membership(
+                data_cfg.n_items, data_cfg.n_models, data_cfg.rate_low, data_cfg.rate_high,
+                spec.design.name, data_cfg.shift, spec.rho, data_cfg.n_calibration, ctx.rng)
+            audit, overlap = one_audit(scores, method, alphas, ctx.rng)
             runs.append(audit)
             if design == "default":
                 overlaps.append(overlap)
@@ -140,10 +141,10 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                 results[(design, name, alpha)] = (gcr, power, gcr_se)
                 rows.append({"design": design, "procedure": name, "alpha": alpha, "gcr": gcr,
                              "gcr_stderr": gcr_se, "power": power})
-        ctx.log({f"gcr_jecs_{design}": results[(design, "jecs", float(m.alpha))][0]})
+        ctx.log({f"gcr_jecs_{design}": results[(design, "jecs", method.alpha)][0]})
     ctx.save_table("gcr_power", rows)
 
-    a = float(m.alpha)
+    a = method.alpha
     metrics = {
         "gcr_jecs_max_over_designs": max(results[(d, "jecs", a)][0]
                                          for d in cfg.protocol.designs),

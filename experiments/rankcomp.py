@@ -34,91 +34,96 @@ def domain_of(profile: np.ndarray) -> set[str]:
     return found
 
 
-def evaluate(profile: np.ndarray, outputs: np.ndarray, m_cfg) -> dict[str, float]:
+def evaluate(profile: np.ndarray, outputs: np.ndarray, method_cfg) -> dict[str, float]:
     return {
         "positional": positional_ok(profile, outputs),
         "pairwise": pairwise_ok(profile, outputs),
-        "psc": psc_ok(profile, outputs, m_cfg.psc_quota.name, m_cfg.psc_reading.name),
+        "psc": psc_ok(profile, outputs, method_cfg.psc_quota.name,
+                      method_cfg.psc_reading.name),
         "kendall_cost": float(kendall_tau(profile, outputs).min(axis=1).mean()),
     }
 
 
-def _methods_for(domains: set[str], m: int) -> list[str]:
+def _methods_for(domains: set[str], candidates: int) -> list[str]:
     names = ["positional", "psc_ear"]
     names += [a for a, dom in DOMAIN_ALGORITHMS.items() if dom in domains]
-    return names + [b for b in BASELINES if not (b == "kemeny" and m > 8)]
+    return names + [b for b in BASELINES if not (b == "kemeny" and candidates > 8)]
 
 
-@register_paper("rankcomp")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    mc, ds, p = cfg.method, cfg.dataset, cfg.protocol
-    k = int(mc.k)
-    instances = []  # (group, profile)
-    if ds.name == "preflib":
-        instances.append(("preflib", load_preflib(ds.path)))
-    else:
-        for culture in ds.cultures:
-            for _ in range(int(ds.instances)):
-                seed = int(ctx.rng.integers(2**31))
-                instances.append((culture, sample_profile(culture, ds.n_voters, ds.n_candidates,
-                                                          seed, ds.mallows_phi, ds.urn_alpha)))
-        for culture in ("impartial", "single_peaked_walsh", "single_crossing"):
-            for _ in range(int(p.stress.instances)):
-                seed = int(ctx.rng.integers(2**31))
-                instances.append((f"stress_{culture}", sample_profile(
-                    culture, p.stress.n_voters, p.stress.n_candidates, seed)))
+def sample_instances(data_cfg, stress, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+    """(group, profile): a PrefLib file, or profiles of every culture plus the largest ones."""
+    if data_cfg.name == "preflib":
+        return [("preflib", load_preflib(data_cfg.path))]
+    instances = []
+    for culture in data_cfg.cultures:
+        for _ in range(data_cfg.instances):
+            seed = int(rng.integers(2**31))
+            instances.append((culture, sample_profile(culture, data_cfg.n_voters,
+                                                      data_cfg.n_candidates, seed,
+                                                      data_cfg.mallows_phi,
+                                                      data_cfg.urn_alpha)))
+    for culture in ("impartial", "single_peaked_walsh", "single_crossing"):
+        for _ in range(stress.instances):
+            seed = int(rng.integers(2**31))
+            instances.append((f"stress_{culture}", sample_profile(
+                culture, stress.n_voters, stress.n_candidates, seed)))
+    return instances
 
+
+def axiom_records(instances, method_cfg, ctx: RunContext) -> list[dict]:
+    """Every applicable algorithm and baseline on every profile, with its axiom checks."""
     records = []
     for group, profile in ctx.progress(instances, "profiles"):
         domains = domain_of(profile)
         for name in _methods_for(domains, profile.shape[1]):
-            outputs = compress(name, profile, k, rng=ctx.rng)
+            outputs = compress(name, profile, method_cfg.k, rng=ctx.rng)
             records.append({"group": group, "method": name, "n": len(profile),
                             "m": profile.shape[1], "domains": "+".join(sorted(domains)),
-                            **evaluate(profile, outputs, mc)})
-    ctx.save_table("axioms_by_instance", records)
+                            **evaluate(profile, outputs, method_cfg)})
+    return records
 
-    def frac(method, axiom, groups=None):
-        vals = [r[axiom] for r in records if r["method"] == method
-                and (groups is None or r["group"] in groups)]
-        return float(np.mean(vals)) if vals else float("nan")
 
+def _fraction(records, method: str, axiom: str, groups=None) -> float:
+    vals = [r[axiom] for r in records if r["method"] == method
+            and (groups is None or r["group"] in groups)]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def axiom_metrics(records: list[dict], instances) -> dict[str, float]:
+    """Satisfaction of each algorithm's axiom, baseline violation rates, Kendall costs and
+    how often the domain recognisers found the sampled domain."""
     metrics = {
-        "positional_satisfied_frac": frac("positional", "positional"),
-        "psc_satisfied_frac": frac("psc_ear", "psc"),
-        "pairwise_single_crossing_satisfied_frac": frac("pairwise_single_crossing",
-                                                        "pairwise"),
-        "pairwise_single_peaked_satisfied_frac": frac("pairwise_single_peaked", "pairwise"),
-        "psc_ear_positional_frac": frac("psc_ear", "positional"),
-        "positional_pairwise_frac": frac("positional", "pairwise"),
+        "positional_satisfied_frac": _fraction(records, "positional", "positional"),
+        "psc_satisfied_frac": _fraction(records, "psc_ear", "psc"),
+        "pairwise_single_crossing_satisfied_frac": _fraction(
+            records, "pairwise_single_crossing", "pairwise"),
+        "pairwise_single_peaked_satisfied_frac": _fraction(
+            records, "pairwise_single_peaked", "pairwise"),
+        "psc_ear_positional_frac": _fraction(records, "psc_ear", "positional"),
+        "positional_pairwise_frac": _fraction(records, "positional", "pairwise"),
     }
     for name in BASELINES:
         for axiom in AXIOMS:
-            rate = 1 - frac(name, axiom)
+            rate = 1 - _fraction(records, name, axiom)
             if np.isfinite(rate):
                 metrics[f"{name}_violation_rate_{axiom}"] = rate
     for name in [*ALGORITHMS, *BASELINES]:
-        cost = frac(name, "kendall_cost")
+        cost = _fraction(records, name, "kendall_cost")
         if np.isfinite(cost):
             metrics[f"{name}_kendall_cost"] = cost
-    sp_groups = [g for g, _ in instances if "single_peaked" in g]
-    sc_groups = [g for g, _ in instances if "single_crossing" in g]
+    domain_groups = [g for g, _ in instances if "single_peaked" in g or "single_crossing" in g]
     recognised = [r for r in records if r["method"] == "positional"
-                  and r["group"] in sp_groups + sc_groups]
+                  and r["group"] in domain_groups]
     metrics["domain_recognized_frac"] = float(np.mean([
         ("single_peaked" in r["domains"]) if "peaked" in r["group"] else
         ("single_crossing" in r["domains"]) for r in recognised])) if recognised else 1.0
+    return metrics
 
-    summary = [{"group": g, "method": meth, **{a: frac(meth, a, [g]) for a in
-                                               (*AXIOMS, "kendall_cost")}}
-               for g in dict.fromkeys(g for g, _ in instances)
-               for meth in dict.fromkeys(r["method"] for r in records if r["group"] == g)]
-    ctx.save_table("axioms_by_culture", summary)
 
-    imp = p.impossibility
-    found = find_pairwise_impossibility(ctx.rng, int(imp.max_n),
-                                        [tuple(s) for s in imp.sizes], int(imp.tries))
-    metrics["pairwise_impossibility_found"] = int(found is not None)
+def impossibility_experiment(search_cfg, ctx: RunContext) -> dict[str, float]:
+    """Exhaustive search for a profile without any pairwise-proportional output."""
+    found = find_pairwise_impossibility(ctx.rng, search_cfg.max_n,
+                                        [tuple(s) for s in search_cfg.sizes], search_cfg.tries)
     if found is not None:
         ctx.info(f"no pairwise-proportional output exists for m={found['m']}, k={found['k']}, "
                  f"n={found['n']}: profile {found['profile'].tolist()}")
@@ -126,27 +131,43 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
             map(str, row))} for i, row in enumerate(found["profile"])])
     else:
         ctx.info("no profile without a pairwise-proportional output was found within the "
-                 f"search budget (sizes {list(imp.sizes)}, n <= {imp.max_n})")
+                 f"search budget (sizes {list(search_cfg.sizes)}, n <= {search_cfg.max_n})")
+    return {"pairwise_impossibility_found": int(found is not None)}
 
-    timing = _timings(p.timing, k, ctx)
+
+@register_paper("rankcomp")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    instances = sample_instances(cfg.dataset, cfg.protocol.stress, ctx.rng)
+    records = axiom_records(instances, cfg.method, ctx)
+    ctx.save_table("axioms_by_instance", records)
+    metrics = axiom_metrics(records, instances)
+    ctx.save_table("axioms_by_culture", [
+        {"group": g, "method": name, **{a: _fraction(records, name, a, [g])
+                                        for a in (*AXIOMS, "kendall_cost")}}
+        for g in dict.fromkeys(g for g, _ in instances)
+        for name in dict.fromkeys(r["method"] for r in records if r["group"] == g)])
+    metrics |= impossibility_experiment(cfg.protocol.impossibility, ctx)
+    timing = _timings(cfg.protocol.timing, cfg.method.k, ctx)
     ctx.save_table("runtime", timing)
     ctx.save_figure("axioms_and_runtime", _figure(metrics, timing))
     return metrics
 
 
-def _timings(t_cfg, k: int, ctx: RunContext) -> list[dict]:
+def _timings(timing_cfg, k: int, ctx: RunContext) -> list[dict]:
+    """Seconds per compression against the voters n (fixed m) and candidates m (fixed n)."""
     culture_of = {"positional": "impartial", "psc_ear": "impartial",
                   "pairwise_single_crossing": "single_crossing",
                   "pairwise_single_peaked": "single_peaked_walsh", "kmedoids": "impartial"}
     rows = []
-    grid = [("n", int(n), int(t_cfg.m_fixed)) for n in t_cfg.n_values]
-    grid += [("m", int(t_cfg.n_fixed), int(m)) for m in t_cfg.m_values]
-    for axis, n, m in ctx.progress(grid, "timing"):
+    grid = [("n", voters, timing_cfg.m_fixed) for voters in timing_cfg.n_values]
+    grid += [("m", timing_cfg.n_fixed, candidates) for candidates in timing_cfg.m_values]
+    for axis, voters, candidates in ctx.progress(grid, "timing"):
         for name, culture in culture_of.items():
-            profile = sample_profile(culture, n, m, seed=n * 100 + m)
+            profile = sample_profile(culture, voters, candidates,
+                                     seed=voters * 100 + candidates)
             start = time.perf_counter()
             compress(name, profile, k, rng=ctx.rng)
-            rows.append({"axis": axis, "method": name, "n": n, "m": m,
+            rows.append({"axis": axis, "method": name, "n": voters, "m": candidates,
                          "seconds": time.perf_counter() - start})
     return rows
 

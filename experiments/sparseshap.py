@@ -24,9 +24,9 @@ class Evaluator:
     def __init__(self, cfg: DictConfig, rng: np.random.Generator) -> None:
         self.rng = rng
         self.total_evaluations = 0
-        m = cfg.method
-        self.sparse_kwargs = {k: (getattr(m, k).name if hasattr(getattr(m, k), "name")
-                                  else getattr(m, k)) for k in SPARSE_OPTIONS if k in m}
+        method = cfg.method
+        self.sparse_kwargs = {k: (getattr(method, k).name if hasattr(getattr(method, k), "name")
+                                  else getattr(method, k)) for k in SPARSE_OPTIONS if k in method}
 
     def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int) -> float:
         value = CountingValueFunction(game, n)
@@ -62,7 +62,7 @@ def _real_games(cfg_real, rng):
         phi = np.asarray(explainer.shap_values(X[row][None, :])[0], dtype=float)
         if np.sum(phi**2) > 1e-12:
             games.append((explanation_game(model.predict, X[row], baseline), phi, X.shape[1]))
-        if len(games) == int(cfg_real.explicands):
+        if len(games) == cfg_real.explicands:
             break
     return games
 
@@ -88,19 +88,20 @@ def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, 
 
 @register_paper("sparseshap")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    p, ds = cfg.protocol, cfg.dataset
+    protocol, data_cfg = cfg.protocol, cfg.dataset
     chosen = str(cfg.method.name)
     if chosen not in ESTIMATORS:
         raise UserError(f"sparseshap needs method={'|'.join(ESTIMATORS)}, not '{chosen}'")
-    n, s = int(ds.sparse.n), int(ds.sparse.s)
-    default_budget = int(p.budget) if p.budget is not None else int(round(4 * s * s * np.log(n)))
+    n, s = data_cfg.sparse.n, data_cfg.sparse.s
+    default_budget = (protocol.budget if protocol.budget is not None
+                      else int(round(4 * s * s * np.log(n))))
     ev = Evaluator(cfg, ctx.rng)
     metrics: dict[str, float] = {"budget": default_budget}
-    estimators = list(ESTIMATORS) if p.compare else [chosen]
+    estimators = list(ESTIMATORS) if protocol.compare else [chosen]
 
-    games = [_sparse_game(ds.sparse, n, s, ctx.rng) for _ in range(int(p.repetitions))]
-    budgets = sorted({int(max(8, round(f * n))) for f in p.budget_multipliers}
-                     | {default_budget}) if p.compare else [default_budget]
+    games = [_sparse_game(data_cfg.sparse, n, s, ctx.rng) for _ in range(protocol.repetitions)]
+    budgets = sorted({int(max(8, round(f * n))) for f in protocol.budget_multipliers}
+                     | {default_budget}) if protocol.compare else [default_budget]
     rows, curves = [], {}
     for est in ctx.progress(estimators, "estimators (sparse game)"):
         curves[est] = []
@@ -118,29 +119,29 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                     metrics["relerr_median"] = float(med)
     metrics["smallest_budget_nan_count"] = int(sum(r["n_nan"] for r in rows))
 
-    if p.compare:
-        real = _real_games(ds.real, ctx.rng)
+    if protocol.compare:
+        real = _real_games(data_cfg.real, ctx.rng)
         n_real = real[0][2]
-        real_budget = int(p.real_budget_multiple) * n_real
+        real_budget = protocol.real_budget_multiple * n_real
         real_med = {}
         for est in estimators:
             errs = [ev.relerr(est, g, phi, nr, real_budget) for g, phi, nr in real]
             real_med[est] = float(np.nanmedian(errs))
-            rows.append({"game": f"real_{ds.real.source}", "estimator": est,
+            rows.append({"game": f"real_{data_cfg.real.source}", "estimator": est,
                          "budget": real_budget, "relerr_median": real_med[est]})
             metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}"] = real_med[est]
         metrics["real_game_relerr_ratio_sparse_vs_leverage"] = (
             real_med["sparse_leverage_shap"] / real_med["leverage_shap"])
 
-        sc = p.scaling
+        scaling = protocol.scaling
         scale_rows = []
         scaling_runs = [("sparse_leverage_shap", "n"), ("sparse_leverage_shap", "s"),
                         ("leverage_shap", "n")]  # the dense contrast: its budget grows with n
         for est, axis in scaling_runs:
-            for val in ctx.progress(list(sc[f"{axis}_values"]), f"{est} budget vs {axis}"):
+            for val in ctx.progress(list(scaling[f"{axis}_values"]), f"{est} budget vs {axis}"):
                 nn, ss = (int(val), s) if axis == "n" else (n, int(val))
-                need = budget_to_target(ev, est, ds.sparse, nn, ss, int(sc.repetitions),
-                                        list(sc.budgets), float(p.target_error), ctx.rng)
+                need = budget_to_target(ev, est, data_cfg.sparse, nn, ss, scaling.repetitions,
+                                        list(scaling.budgets), protocol.target_error, ctx.rng)
                 scale_rows.append({"estimator": est, "axis": axis, "n": nn, "s": ss,
                                    "budget_to_target": need})
         ctx.save_table("budget_to_target", scale_rows)
@@ -153,8 +154,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         ctx.save_figure("relerr_vs_budget", _figure(curves, n, s, default_budget, scale_rows))
     else:
         metrics["budget_to_target"] = budget_to_target(
-            ev, chosen, ds.sparse, n, s, int(p.scaling.repetitions), list(p.scaling.budgets),
-            float(p.target_error), ctx.rng)
+            ev, chosen, data_cfg.sparse, n, s, protocol.scaling.repetitions,
+            list(protocol.scaling.budgets), protocol.target_error, ctx.rng)
     ctx.save_table("relerr", rows)
     metrics["evaluations_counted"] = ev.total_evaluations
     return metrics

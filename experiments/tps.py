@@ -3,6 +3,8 @@ recalibration's effect, and complete vs censored evaluation."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from omegaconf import DictConfig
 
@@ -46,99 +48,106 @@ def leaderboard(families: dict[str, np.ndarray], data: Trajectories, gamma: floa
     return board
 
 
-@register_paper("tps")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    m = cfg.method
-    real = cfg.dataset.name == "agent_log"
-    data = load_agent_log(cfg.dataset.path) if real else synthetic_trajectories(cfg.dataset,
-                                                                                ctx.rng)
-    calib, test = data.split(float(cfg.protocol.calibration_fraction))
-    pooled_y = np.broadcast_to(calib.y[:, None], calib.mask.shape)[calib.mask]
-    base_rate = float(pooled_y.mean())
-    ctx.info(f"{cfg.dataset.name}: {len(test.y)} test trajectories, mean length "
-             f"{test.mask.sum(1).mean():.1f}, success rate {test.y.mean():.3f}")
+@dataclass
+class Evaluation:
+    """The held-out split, the predictor families on it and what they are compared with."""
 
-    def families_for(d: Trajectories, rng) -> dict[str, np.ndarray]:
-        fams = predictor_families(d.q, d.mask, base_rate, m.tempered_tau, m.noise_sigma, rng)
-        if real:  # no exact q: the logged forecast takes the oracle's place
+    calib: Trajectories
+    test: Trajectories
+    pooled_y: np.ndarray  # calibration outcomes, one per observed step
+    real: bool  # an agent log: no exact trace, the logged forecast is the reference
+    method: DictConfig
+
+    @property
+    def reference(self) -> str:
+        return "logged" if self.real else "oracle"
+
+    def families(self, d: Trajectories, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        fams = predictor_families(d.q, d.mask, float(self.pooled_y.mean()),
+                                  self.method.tempered_tau, self.method.noise_sigma, rng)
+        if self.real:  # no exact q: the logged forecast takes the oracle's place
             fams["logged"] = fams.pop("oracle")
         return fams
 
-    families = families_for(test, ctx.rng)
-    reference = "logged" if real else "oracle"
-    board = leaderboard(families, test, m.gamma)
-    rows = [{"metric": metric, **vals} for metric, vals in board.items()]
-    ctx.save_table("leaderboard", rows)
 
-    metrics: dict[str, float] = {}
-    # 1. which metrics rank the reference (oracle) trace strictly first, with paired CIs
+def elicitation_experiment(ev: Evaluation, families: dict, board: dict, ctx: RunContext
+                           ) -> dict[str, float]:
+    """1. Which metrics rank the reference trace strictly first (paired bootstrap CIs)."""
+    reference, test, method = ev.reference, ev.test, ev.method
     tps_rows, all_first = [], True
     for score, schedule in _variants():
-        per_traj = {name: tps(p, test.y, test.mask, score, schedule, m.gamma)
+        per_traj = {name: tps(p, test.y, test.mask, score, schedule, method.gamma)
                     for name, p in families.items()}
         for name in families:
             if name == reference:
                 continue
-            lo, hi = paired_bootstrap_ci(per_traj[name] - per_traj[reference],
-                                         int(m.n_bootstrap), ctx.rng)
+            gaps = per_traj[name] - per_traj[reference]
+            lo, hi = paired_bootstrap_ci(gaps, method.n_bootstrap, ctx.rng)
             tps_rows.append({"score": score, "schedule": schedule, "predictor": name,
-                             "gap_vs_reference": float(np.mean(per_traj[name]
-                                                               - per_traj[reference])),
-                             "ci_low": lo, "ci_high": hi, "strictly_worse": lo > 0})
+                             "gap_vs_reference": float(np.mean(gaps)), "ci_low": lo,
+                             "ci_high": hi, "strictly_worse": lo > 0})
             if schedule in PREDICTABLE_EVERY_STEP and not lo > 0:
                 all_first = False
     ctx.save_table("tps_gaps_bootstrap", tps_rows)
-    ranks_first = {metric: _ranks_first(vals, reference, metric) for metric, vals in
-                   board.items()}
-    metrics.update({f"ranks_{reference}_first_{k}": int(v) for k, v in ranks_first.items()
-                    if not k.startswith("tps_") or k.endswith("_uniform")})
-    if not real:
+    metrics = {f"ranks_{reference}_first_{k}": int(_ranks_first(vals, reference, k))
+               for k, vals in board.items() if not k.startswith("tps_") or
+               k.endswith("_uniform")}
+    if not ev.real:
         metrics["tps_oracle_first_all"] = int(all_first)
         # 1/T_i weights put weight on every step but are not predictable (T_i is known only
         # at the end): reported separately, since propriety is not guaranteed for them
         metrics["tps_oracle_first_per_trajectory"] = int(all(
             r["strictly_worse"] for r in tps_rows if r["schedule"] == "per_trajectory"))
-    last = board["tps_brier_last"]
-    metrics[f"last_step_{reference}_vs_final_only_gap"] = last["final_only"] - last[reference]
-    metrics["ece_constant_baserate"] = board["ece"]["constant"]
-    metrics[f"ece_{reference}"] = board["ece"][reference]
+
     def gap(metric: str, other: str) -> float:
         return board[metric][other] - board[metric][reference]
 
+    metrics[f"last_step_{reference}_vs_final_only_gap"] = gap("tps_brier_last", "final_only")
+    metrics["ece_constant_baserate"] = board["ece"]["constant"]
+    metrics[f"ece_{reference}"] = board["ece"][reference]
     metrics[f"tps_gap_constant_vs_{reference}"] = gap("tps_brier_uniform", "constant")
     metrics[f"scalar_brier_gap_mean_matched_vs_{reference}"] = gap("scalar_brier",
                                                                    "mean_matched")
     metrics[f"tps_gap_mean_matched_vs_{reference}"] = gap("tps_brier_uniform", "mean_matched")
+    return metrics
 
-    # 2. recalibration of the overconfident predictor, fit on held-out trajectories
-    calib_fams = families_for(calib, ctx.rng)
-    recal_rows = []
+
+def recalibration_experiment(ev: Evaluation, families: dict, ctx: RunContext
+                             ) -> dict[str, float]:
+    """2. Recalibrating the overconfident predictor, fitted on the calibration split."""
+    calib, test = ev.calib, ev.test
+    calib_fams = ev.families(calib, ctx.rng)
+    rows, metrics = [], {}
     for kind in ("temperature", "platt", "isotonic"):
-        fmap = fit_recalibration(kind, calib_fams["tempered"][calib.mask], pooled_y)
-        before, after = families["tempered"], np.where(test.mask,
-                                                       fmap(families["tempered"]), 0.5)
+        fmap = fit_recalibration(kind, calib_fams["tempered"][calib.mask], ev.pooled_y)
+        before = families["tempered"]
+        after = np.where(test.mask, fmap(before), 0.5)
         row = {"recalibration": kind}
         for metric in ("auroc", "auprc", "ece", "tps_brier_uniform", "tps_log_uniform"):
             row[f"{metric}_before"] = _metric(metric, before, test)
             row[f"{metric}_after"] = _metric(metric, after, test)
-        recal_rows.append(row)
-        if kind == m.recalibration.name:
+        rows.append(row)
+        if kind == ev.method.recalibration.name:
             metrics["auroc_change_under_recalibration"] = row["auroc_after"] - row["auroc_before"]
             metrics["tps_change_under_recalibration"] = (row["tps_brier_uniform_after"]
                                                          - row["tps_brier_uniform_before"])
-    ctx.save_table("recalibration", recal_rows)
+    ctx.save_table("recalibration", rows)
+    return metrics
 
-    # 3. administrative censoring at Z: exact reduced score vs complete data, and verdicts of
-    # complete-only evaluation vs the tractable approximation (own p_Z for q_Z), on the main
-    # data and on the designed case (a fixed-horizon process, so most trajectories censor)
-    designs = {"main": (test, families)}
-    if not real:
-        design_data = synthetic_trajectories(cfg.protocol.censoring_design, ctx.rng)
-        designs["designed"] = (design_data, families_for(design_data, ctx.rng))
-    verdict_rows = []
+
+def censoring_experiment(ev: Evaluation, families: dict, design_cfg, ctx: RunContext
+                         ) -> dict[str, float]:
+    """3. Administrative censoring at Z: the exact reduced score vs complete data, and the
+    verdicts of complete-only evaluation vs the tractable approximation (own p_Z for q_Z),
+    on the main data and on a designed case (fixed horizon: most trajectories censor)."""
+    designs = {"main": (ev.test, families)}
+    if not ev.real:
+        design_data = synthetic_trajectories(design_cfg, ctx.rng)
+        designs["designed"] = (design_data, ev.families(design_data, ctx.rng))
+    rows, metrics = [], {}
     for design, (d, fams) in designs.items():
-        rows_d, exact_diff = _censoring(d, fams, reference, with_exact=not real)
-        verdict_rows += [{"design": design, **r} for r in rows_d]
+        rows_d, exact_diff = _censoring(d, fams, ev.reference, with_exact=not ev.real)
+        rows += [{"design": design, **r} for r in rows_d]
         if design == "designed":
             ref_row, other_row = rows_d
             metrics["censored_approx_verdict_changed"] = int(
@@ -148,8 +157,26 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
             metrics["censored_vs_complete_stderr"] = float(exact_diff.std(ddof=1)
                                                            / np.sqrt(len(exact_diff)))
             metrics["censored_fraction_designed"] = rows_d[0]["censored_fraction"]
-    ctx.save_table("censoring_verdicts", verdict_rows)
+    ctx.save_table("censoring_verdicts", rows)
+    return metrics
 
+
+@register_paper("tps")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    real = cfg.dataset.name == "agent_log"
+    data = (load_agent_log(cfg.dataset.path) if real
+            else synthetic_trajectories(cfg.dataset, ctx.rng))
+    calib, test = data.split(cfg.protocol.calibration_fraction)
+    pooled_y = np.broadcast_to(calib.y[:, None], calib.mask.shape)[calib.mask]
+    ev = Evaluation(calib, test, pooled_y, real, cfg.method)
+    ctx.info(f"{cfg.dataset.name}: {len(test.y)} test trajectories, mean length "
+             f"{test.mask.sum(1).mean():.1f}, success rate {test.y.mean():.3f}")
+    families = ev.families(test, ctx.rng)
+    board = leaderboard(families, test, cfg.method.gamma)
+    ctx.save_table("leaderboard", [{"metric": metric, **vals} for metric, vals in board.items()])
+    metrics = elicitation_experiment(ev, families, board, ctx)
+    metrics |= recalibration_experiment(ev, families, ctx)
+    metrics |= censoring_experiment(ev, families, cfg.protocol.censoring_design, ctx)
     ctx.save_figure("leaderboard_ranks", _rank_figure(board, list(families)))
     return metrics
 

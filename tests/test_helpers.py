@@ -44,6 +44,7 @@ def test_cache_builds_once_and_rebuilds_broken_entries(tmp_path):
     def build(folder):
         builds.append(folder)
         (folder / "weights.txt").write_text("42")
+        return 42
 
     def load(folder):
         return int((folder / "weights.txt").read_text())

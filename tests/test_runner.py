@@ -409,3 +409,20 @@ def test_multirun_with_submitit_local(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(list(sweep.glob("*/results.json"))) == 2
     assert (sweep / "summary.csv").is_file()
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_writes_one_run_folder_and_equal_weights(tmp_path):
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    proc = _cli("+paper=cfbeam", "trainer=ddp", "trainer.devices=2", "device=cpu",
+                "dataset.train_examples=400", "model.steps=20", "dataset.max_digits=2",
+                "model.min_held_out_accuracy=null", "dataset.horizons=[2]",
+                "dataset.prompts_per_horizon=2", "protocol.tree.coverages=[4,8]",
+                "protocol.tree.trials=10", "protocol.tree.reward_noise=[0.0]",
+                f"hydra.run.dir={run_dir}", f"paths.cache_dir={cache}", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (run_dir / "metrics.json").is_file() and (run_dir / "results.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "run"]  # one run folder
+    (entry,) = (cache / "tiny-lm").iterdir()  # one published cache entry
+    checksums = json.loads((entry / "training_report.json").read_text())["replica_checksums"]
+    assert len(checksums) == 2 and checksums[0] == checksums[1]

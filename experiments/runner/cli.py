@@ -95,7 +95,7 @@ def check_arguments(argv: list[str]) -> list[str]:
                     raise UserError(f"device must be auto, cpu, cuda or cuda:<index>, not "
                                     f"'{option}'")
         elif name in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
-            ensure_writable(Path(value), f"{name}={value}")
+            ensure_writable(Path(value.strip("'\"")), f"{name}={value}")
     return keys
 
 
@@ -128,6 +128,9 @@ def job_name_override(argv: list[str], keys: list[str]) -> list[str]:
 
 
 def prepare(argv: list[str]) -> list[str]:
-    """Check ``argv`` and return it with the paper search path and job naming added."""
+    """Check ``argv`` and return it with the paper search path and job naming added (once:
+    the processes of a multi-process launch re-run the command with these already in it)."""
     keys = check_arguments(argv)
-    return argv + search_path_override(keys) + job_name_override(argv, keys)
+    given = {a.split("=", 1)[0] for a in argv}
+    added = search_path_override(keys) + job_name_override(argv, keys)
+    return argv + [a for a in added if a.split("=", 1)[0] not in given]

@@ -56,6 +56,9 @@ def load_pretrained(path_or_id: str, dtype: str = "float32", device: str = "cpu"
                     trust_remote_code: bool = False):
     """(model, tokenizer) from a local folder or a hub id (cache first, then the hub)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one bar per shard is noise next to the run's own
 
     def load(local_only: bool):
         kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
@@ -95,7 +98,7 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
-def convert_gguf(gguf: Path, out_dir: Path) -> None:
+def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     """Dequantize a GGUF checkpoint into a transformers folder (save_pretrained refuses
     GGUF-quantized models, so the weights go through a fresh model built from the config)."""
     import torch
@@ -108,6 +111,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     fresh.load_state_dict(loaded.state_dict())
     fresh.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
+    return out_dir
 
 
 def load_causal_lm(model_cfg, compute, cache_dir: Path, task=None):
@@ -119,10 +123,13 @@ def load_causal_lm(model_cfg, compute, cache_dir: Path, task=None):
                                bool(model_cfg.trust_remote_code))
     if source == "packaged":
         gguf = smollm2_gguf_path()
+
+        def load(folder: Path):
+            return load_pretrained(str(folder), model_cfg.dtype.name, device)
+
         return load_or_build(
             cache_dir, "smollm2-135m-instruct", {"gguf": gguf.name, "size": gguf.stat().st_size},
-            code_version(__name__), lambda folder: convert_gguf(gguf, folder),
-            lambda folder: load_pretrained(str(folder), model_cfg.dtype.name, device))
+            code_version(__name__), lambda folder: load(convert_gguf(gguf, folder)), load)
     if source == "tiny_lm":
         if task is None:
             raise UserError(f"model={model_cfg.name} is trained on the dataset's training "

@@ -51,9 +51,10 @@ def optimization_of(model_cfg):
 
 
 def train_tiny_lm(model_cfg, task, compute=None):
-    """Build and train tiny-lm on ``task``; returns (model, held-out accuracy per horizon)."""
+    """Build and train tiny-lm on ``task``; returns the model and a report: held-out accuracy
+    per horizon, and the weights checksum of every process (equal under DDP)."""
     from models.lm.prompting import teacher_forced_accuracy
-    from models.lm.training import train_causal_lm
+    from models.lm.training import replica_checksums, train_causal_lm
 
     model = build_tiny_llama(model_cfg, task.vocab_size, task.pad_id, task.max_length)
     data = task.training_data(np.random.default_rng(int(model_cfg.seed)))
@@ -64,12 +65,13 @@ def train_tiny_lm(model_cfg, task, compute=None):
     for horizon, (prompts, targets) in held_out.items():
         accuracy[horizon] = float(teacher_forced_accuracy(model, prompts, targets,
                                                           task.pad_id).mean())
-    return model, accuracy
+    return model, {"held_out_accuracy": accuracy, "replica_checksums": replica_checksums(model)}
 
 
 def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
     """(model, tokenizer): trained once per (config, task settings, code), then loaded."""
     from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
 
     from models.lm import prompting, training
 
@@ -78,20 +80,23 @@ def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
     version = code_version(__name__, training, prompting, task.code_module)
     floor = model_cfg.get("min_held_out_accuracy")
 
-    def build(folder: Path) -> None:
-        model, accuracy = train_tiny_lm(model_cfg, task, compute)
-        report = ", ".join(f"L={h}: {a:.3f}" for h, a in accuracy.items())
-        log.info("tiny-lm held-out teacher-forced accuracy: %s", report)
+    def build(folder: Path):
+        model, report = train_tiny_lm(model_cfg, task, compute)
+        accuracy = report["held_out_accuracy"]
+        summary = ", ".join(f"L={h}: {a:.3f}" for h, a in accuracy.items())
+        log.info("tiny-lm held-out teacher-forced accuracy: %s", summary)
         if floor is not None and min(accuracy.values()) < floor:
-            raise UserError(f"tiny-lm trained to held-out accuracy {report}, below the floor "
+            raise UserError(f"tiny-lm trained to held-out accuracy {summary}, below the floor "
                             f"{floor} (model.min_held_out_accuracy): more model.steps or a "
                             "larger model is needed; nothing was cached")
         model.save_pretrained(folder)
-        (folder / "held_out_accuracy.json").write_text(json.dumps(accuracy, indent=2) + "\n")
+        (folder / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
+        return model
 
     def load(folder: Path):
         return LlamaForCausalLM.from_pretrained(folder).eval()
 
+    hf_logging.disable_progress_bar()
     model = load_or_build(cache_dir, "tiny-lm", config, version, build, load)
     device = compute.device if compute is not None else "cpu"
     return model.to(device), task.tokenizer

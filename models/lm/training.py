@@ -71,7 +71,21 @@ def train_causal_lm(model, data, optimization: Optimization, seed: int,
 
 
 def weights_checksum(model) -> float:
-    """A float that differs between models with different weights (DDP consistency)."""
+    """A float that differs between models with different weights."""
     with torch.no_grad():
         return float(sum(p.double().sum() * (i + 1) for i, p in
                          enumerate(model.parameters())))
+
+
+def replica_checksums(model) -> list[float]:
+    """``weights_checksum`` of every process of a multi-process launch (one entry when
+    there is one process); raises when the replicas disagree (DDP went wrong)."""
+    import torch.distributed as dist
+
+    checksums = [weights_checksum(model)]
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        checksums = [None] * dist.get_world_size()
+        dist.all_gather_object(checksums, weights_checksum(model))
+        if max(checksums) - min(checksums) > 1e-9 * max(1.0, abs(checksums[0])):
+            raise RuntimeError(f"the DDP replicas ended with different weights: {checksums}")
+    return checksums
