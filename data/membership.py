@@ -25,12 +25,36 @@ def model_rates(n_models: int, low: float, high: float) -> np.ndarray:
     return np.linspace(low, high, n_models) if n_models > 1 else np.array([(low + high) / 2])
 
 
+TAILS = ("gaussian", "cauchy", "student_t", "uniform", "mixed")
+
+
+def score_noise(tail: str, model: int, size, rng: np.random.Generator) -> np.ndarray:
+    """Noise of membership scores: ``gaussian``; heavy-tailed ``cauchy`` or ``student_t``
+    (Student t, 1.5 degrees of freedom); light-tailed ``uniform`` (unit variance);
+    ``mixed``: Cauchy for even-numbered models, Gaussian for odd ones."""
+    if tail == "mixed":
+        tail = "cauchy" if model % 2 == 0 else "gaussian"
+    if tail == "gaussian":
+        return rng.standard_normal(size)
+    if tail == "cauchy":
+        return rng.standard_cauchy(size)
+    if tail == "student_t":
+        return rng.standard_t(1.5, size)
+    if tail == "uniform":
+        return rng.uniform(-np.sqrt(3), np.sqrt(3), size)
+    raise ValueError(f"unknown score tail '{tail}'; known: {', '.join(TAILS)}")
+
+
 def synthetic_membership(n_items: int, n_models: int, rate_low: float, rate_high: float,
                          design: str, shift: float, rho: float, n_calibration: int,
-                         rng: np.random.Generator) -> MembershipScores:
+                         rng: np.random.Generator, clean_tail: str = "gaussian",
+                         member_tail: str = "gaussian") -> MembershipScores:
     """``design``: ``independent`` (membership independent across models) or
     ``one_model`` (the hardest case for max-p: each contaminated item is contaminated for
-    exactly one model; the overall contaminated fraction matches ``independent``)."""
+    exactly one model; the overall contaminated fraction matches ``independent``).
+    Gaussian scores are correlated across models by ``rho`` through a shared per-item
+    effect. Clean scores: ``score_noise(clean_tail)``; member scores and the known members
+    used for calibration: ``shift`` + ``score_noise(member_tail)``."""
     rates = model_rates(n_models, rate_low, rate_high)
     if design == "independent":
         contaminated = rng.random((n_items, n_models)) < rates
@@ -44,8 +68,13 @@ def synthetic_membership(n_items: int, n_models: int, rate_low: float, rate_high
         raise ValueError(f"unknown contamination design '{design}'")
     shared = rng.standard_normal((n_items, 1))
     noise = np.sqrt(rho) * shared + np.sqrt(1 - rho) * rng.standard_normal((n_items, n_models))
+    for tail, rows in ((clean_tail, ~contaminated), (member_tail, contaminated)):
+        if tail != "gaussian":
+            for k in range(n_models):
+                noise[rows[:, k], k] = score_noise(tail, k, int(rows[:, k].sum()), rng)
     scores = shift * contaminated + noise
-    calibration = [shift + rng.standard_normal(n_calibration) for _ in range(n_models)]
+    calibration = [shift + score_noise(member_tail, k, n_calibration, rng)
+                   for k in range(n_models)]
     return MembershipScores(scores, contaminated, calibration)
 
 

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from common.errors import UserError
 from data.tabular import load_tabular
 from experiments.helpers.figures import subplots
+from experiments.helpers.fits import fit_loglog_slope, slope_with_interval
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.sparseshap import ESTIMATORS, CountingValueFunction
@@ -86,6 +87,70 @@ def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, 
     return float("inf")
 
 
+def real_game_experiment(ev: Evaluator, estimators, real_cfg, protocol, rows: list,
+                         ctx: RunContext) -> dict[str, float]:
+    """Median relative error of every estimator on a real explanation game at budgets
+    ``real_budget_multiples`` x n; the sparse / Leverage SHAP ratio at each."""
+    real = _real_games(real_cfg, ctx.rng)
+    n_real = real[0][2]
+    metrics = {}
+    for multiple in protocol.real_budget_multiples:
+        budget = multiple * n_real
+        median = {}
+        for est in estimators:
+            median[est] = float(np.nanmedian([ev.relerr(est, g, phi, nr, budget)
+                                              for g, phi, nr in real]))
+            rows.append({"game": f"real_{real_cfg.source}", "estimator": est,
+                         "budget": budget, "relerr_median": median[est]})
+            metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}_{multiple}n"] = (
+                median[est])
+        metrics[f"real_game_relerr_ratio_sparse_vs_leverage_{multiple}n"] = (
+            median["sparse_leverage_shap"] / median["leverage_shap"])
+    headline = protocol.real_budget_multiples[len(protocol.real_budget_multiples) // 2]
+    metrics["real_game_relerr_ratio_sparse_vs_leverage"] = metrics[
+        f"real_game_relerr_ratio_sparse_vs_leverage_{headline}n"]
+    return metrics
+
+
+def scaling_experiment(ev: Evaluator, sparse_cfg, n: int, s: int, protocol, ctx: RunContext
+                       ) -> tuple[dict[str, float], list[dict]]:
+    """Budget for median error ``target_error`` against n (Sparse Leverage SHAP over
+    ``scaling.seeds`` sampling seeds: the exponent is fitted on the geometric mean, its
+    interval from the per-seed exponents; Leverage SHAP as the dense contrast) and s."""
+    scaling = protocol.scaling
+    rows = []
+    runs = [("sparse_leverage_shap", "n", seed) for seed in range(scaling.seeds)]
+    runs += [("sparse_leverage_shap", "s", 0), ("leverage_shap", "n", 0)]
+    for est, axis, seed in runs:
+        rng = ctx.rng if seed == 0 else np.random.default_rng([ctx.seed, seed])
+        for val in ctx.progress(list(scaling[f"{axis}_values"]),
+                                f"{est} budget vs {axis} (seed {seed})"):
+            nn, ss = (val, s) if axis == "n" else (n, val)
+            need = budget_to_target(ev, est, sparse_cfg, nn, ss, scaling.repetitions,
+                                    list(scaling.budgets), protocol.target_error, rng)
+            rows.append({"estimator": est, "axis": axis, "seed": seed, "n": nn, "s": ss,
+                         "budget_to_target": need})
+    metrics = {}
+    xs = list(scaling.n_values)
+    per_seed = np.array([[r["budget_to_target"] for r in rows if r["estimator"] ==
+                          "sparse_leverage_shap" and r["axis"] == "n" and r["seed"] == seed]
+                         for seed in range(scaling.seeds)])
+    reached = np.all(np.isfinite(per_seed), axis=0)
+    if not reached.all():
+        ctx.info(f"budget for error {protocol.target_error} not reached within the grid at "
+                 f"n = {[x for x, ok in zip(xs, reached, strict=True) if not ok]}")
+    mean_curve = np.exp(np.log(per_seed).mean(axis=0))
+    metrics["budget_exponent_n"] = fit_loglog_slope(np.array(xs)[reached], mean_curve[reached])
+    _, low, high = slope_with_interval(np.array(xs)[reached], per_seed[:, reached])
+    metrics["budget_exponent_n_ci_low"], metrics["budget_exponent_n_ci_high"] = low, high
+    metrics["budget_exponent_n_reached_all"] = int(reached.all())
+    for est, axis, key in (("sparse_leverage_shap", "s", "budget_exponent_s"),
+                           ("leverage_shap", "n", "budget_exponent_n_leverage")):
+        metrics[key] = fit_loglog_slope(*zip(*_budget_curve(rows, est, axis), strict=True))
+    ctx.save_table("budget_to_target", rows)
+    return metrics, rows
+
+
 @register_paper("sparseshap")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     protocol, data_cfg = cfg.protocol, cfg.dataset
@@ -120,37 +185,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     metrics["smallest_budget_nan_count"] = int(sum(r["n_nan"] for r in rows))
 
     if protocol.compare:
-        real = _real_games(data_cfg.real, ctx.rng)
-        n_real = real[0][2]
-        real_budget = protocol.real_budget_multiple * n_real
-        real_med = {}
-        for est in estimators:
-            errs = [ev.relerr(est, g, phi, nr, real_budget) for g, phi, nr in real]
-            real_med[est] = float(np.nanmedian(errs))
-            rows.append({"game": f"real_{data_cfg.real.source}", "estimator": est,
-                         "budget": real_budget, "relerr_median": real_med[est]})
-            metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}"] = real_med[est]
-        metrics["real_game_relerr_ratio_sparse_vs_leverage"] = (
-            real_med["sparse_leverage_shap"] / real_med["leverage_shap"])
-
-        scaling = protocol.scaling
-        scale_rows = []
-        scaling_runs = [("sparse_leverage_shap", "n"), ("sparse_leverage_shap", "s"),
-                        ("leverage_shap", "n")]  # the dense contrast: its budget grows with n
-        for est, axis in scaling_runs:
-            for val in ctx.progress(list(scaling[f"{axis}_values"]), f"{est} budget vs {axis}"):
-                nn, ss = (int(val), s) if axis == "n" else (n, int(val))
-                need = budget_to_target(ev, est, data_cfg.sparse, nn, ss, scaling.repetitions,
-                                        list(scaling.budgets), protocol.target_error, ctx.rng)
-                scale_rows.append({"estimator": est, "axis": axis, "n": nn, "s": ss,
-                                   "budget_to_target": need})
-        ctx.save_table("budget_to_target", scale_rows)
-        for est, axis in scaling_runs:
-            pts = [(x, b) for x, b in _budget_curve(scale_rows, est, axis) if np.isfinite(b)]
-            key = f"budget_exponent_{axis}" + ("_leverage" if est == "leverage_shap" else "")
-            metrics[key] = (float(np.polyfit(np.log([a for a, _ in pts]),
-                                             np.log([b for _, b in pts]), 1)[0])
-                            if len(pts) >= 2 else float("nan"))
+        metrics |= real_game_experiment(ev, estimators, data_cfg.real, protocol, rows, ctx)
+        scale_metrics, scale_rows = scaling_experiment(ev, data_cfg.sparse, n, s, protocol, ctx)
+        metrics |= scale_metrics
         ctx.save_figure("relerr_vs_budget", _figure(curves, n, s, default_budget, scale_rows))
     else:
         metrics["budget_to_target"] = budget_to_target(
@@ -162,9 +199,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def _budget_curve(scale_rows, estimator: str, axis: str) -> list[tuple[int, float]]:
-    """(n or s, budget to target) points of one estimator along one axis."""
+    """(n or s, budget to target) points of one estimator along one axis (first seed)."""
     return [(r[axis], r["budget_to_target"]) for r in scale_rows
-            if r["estimator"] == estimator and r["axis"] == axis]
+            if r["estimator"] == estimator and r["axis"] == axis and r["seed"] == 0]
 
 
 def _figure(curves, n, s, default_budget, scale_rows):

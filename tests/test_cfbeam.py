@@ -3,6 +3,8 @@ tree's closed forms, budget counters, the model loader, and a smoke run."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from common.errors import UserError
 from methods.cfbeam import (
+    AdaptiveSampling,
     CausalLMPolicy,
     beam_search,
     best_of_n,
@@ -17,7 +20,8 @@ from methods.cfbeam import (
     hard_instance,
     sample_sequences,
 )
-from methods.cfbeam.search import Budget
+from methods.cfbeam.search import Budget, draw_counts
+from methods.cfbeam.tree import Arm, Frontier, run_point, survival_frontier
 
 from .conftest import run_paper
 
@@ -45,6 +49,28 @@ def test_exhaustive_beam_search_equals_generate_num_beams():
     assert set(mine) == set(theirs)
     for tokens, score in mine.items():
         assert score == pytest.approx(theirs[tokens], abs=1e-4)
+
+
+def test_exhaustive_beam_search_equals_generate_with_an_eos_token():
+    model, B, L = _tiny_llama(vocab=12, seed=4), 3, 7
+    for eos in (2, 5, 7):  # different EOS tokens end different beams early
+        prompt = [1, 4, 9, 3]
+        ours = beam_search(CausalLMPolicy(model, prompt, eos_id=eos), B, None, L,
+                           reward=lambda y: 0.0, rng=np.random.default_rng(0))
+        out = model.generate(torch.tensor([prompt]), num_beams=B, num_return_sequences=B,
+                             do_sample=False, max_new_tokens=L, length_penalty=0.0,
+                             early_stopping="never", eos_token_id=eos, pad_token_id=0,
+                             output_scores=True, return_dict_in_generate=True)
+        theirs = {}
+        for seq, score in zip(out.sequences, out.sequences_scores, strict=True):
+            tokens = seq[len(prompt):].tolist()
+            if eos in tokens:
+                tokens = tokens[: tokens.index(eos) + 1]
+            theirs[tuple(tokens)] = float(score)
+        mine = {b.tokens: b.score for b in ours.finals}
+        assert set(mine) == set(theirs), eos
+        for tokens, score in mine.items():
+            assert score == pytest.approx(theirs[tokens], abs=1e-4)
 
 
 def test_width_one_full_expansion_is_greedy():
@@ -87,9 +113,39 @@ def test_budget_counters_add_up():
     rng = np.random.default_rng(1)
     res = beam_search(policy, 1, 5, 4, lambda y: float(y == ystar), rng)
     assert res.budget.sampled_tokens == 4 * 5 and res.budget.forward_calls == 4
+    res = beam_search(policy, 3, 5, 4, lambda y: float(y == ystar), rng)
+    widths = [1] + [3] * 3  # one root, then (at most) three live beams
+    assert res.budget.sampled_tokens <= 5 * sum(widths)
     budget = Budget()
     seqs = sample_sequences(policy, 6, 4, rng, budget)
     assert budget.sampled_tokens == sum(len(s) for s in seqs) == 24
+
+
+def test_adaptive_sampling_stops_early_only_on_confident_nodes():
+    adaptive = AdaptiveSampling(max_samples=64, stop_mass=0.5, alpha=0.05)
+    assert adaptive.min_samples == 5  # 0.5^5 < 0.05 <= 0.5^4
+    rng = np.random.default_rng(0)
+    lp = np.log(np.array([[1.0, 0.0, 0.0, 0.0],            # deterministic
+                          [0.25, 0.25, 0.25, 0.25],        # uniform: never confident
+                          [0.9, 0.05, 0.05, 0.0]]) + 1e-300)  # near-deterministic
+    counts = draw_counts(lp, None, adaptive, rng)
+    drawn = counts.sum(axis=1)
+    assert drawn[0] == 5 and drawn[1] == 64 and 5 <= drawn[2] < 64
+    # the stopping rule is the Clopper-Pearson bound: confident iff the bound >= 0.5
+    assert adaptive.confident(np.array([5]), np.array([5]))
+    assert not adaptive.confident(np.array([4]), np.array([4]))
+    assert not adaptive.confident(np.array([8]), np.array([16]))
+
+
+def test_kv_cached_steps_equal_full_recomputation():
+    model = _tiny_llama(seed=3)
+    policy = CausalLMPolicy(model, [4, 9, 1], eos_id=None)
+    state, lp0 = policy.start()
+    np.testing.assert_allclose(lp0[0], policy.log_probs([()])[0], atol=1e-5)
+    state, lp1 = policy.step(state, np.array([0, 0, 0]), np.array([5, 7, 5]))
+    state, lp2 = policy.step(state, np.array([2, 0]), np.array([1, 3]))  # reorder + drop
+    np.testing.assert_allclose(lp2, policy.log_probs([(5, 1), (5, 3)]), atol=1e-5)
+    assert state.prefixes == [(5, 1), (5, 3)]
 
 
 def test_sampling_matches_the_table_probabilities():
@@ -119,16 +175,77 @@ def test_loader_local_round_trip_and_offline_error(tmp_path):
         load_pretrained("Qwen/Qwen3-4B")
 
 
-def test_cfbeam_smoke_run(run_dir):
-    metrics = run_paper(["+paper=cfbeam", "dataset.train_examples=400", "model.steps=20",
-                         "model.min_held_out_accuracy=null", "dataset.max_digits=2",
-                         "dataset.horizons=[2]",
-                         "dataset.prompts_per_horizon=3", "protocol.tree.coverages=[4,8]",
-                         "protocol.tree.trials=20", "protocol.tree.reward_noise=[0.0]"],
-                        run_dir)
+def test_tree_budgets_grow_like_c_squared_for_ll_beam_and_like_c_when_adaptive():
+    """The vanilla lower bound Omega(C^2) and the factor-C saving of confident-node
+    sampling on the hard instance (3 hard steps, 60 trials, C = 8..32)."""
+    rng = np.random.default_rng(0)
+    grid = sorted({int(round(1.3**k)) for k in range(0, 25)})
+    slopes = {}
+    for arm in (Arm("vanilla"), Arm("adaptive", adaptive=AdaptiveSampling())):
+        budgets = []
+        for c in (8, 16, 32):
+            policy, ystar = hard_instance(c, 3)
+            frontier = survival_frontier(policy, ystar, arm, grid, grid, 3, 60, 0.9, rng)
+            budgets.append(frontier.min_budget(0.9))
+        slopes[arm.name] = np.polyfit(np.log([8, 16, 32]), np.log(budgets), 1)[0]
+    assert 1.6 < slopes["vanilla"] < 2.4
+    assert 0.6 < slopes["adaptive"] < 1.4
+
+
+def test_frontier_matches_a_full_grid_scan():
+    """The binary search over per-beam samples finds the full scan's cheapest point."""
+    policy, ystar = hard_instance(4, 2)
+    widths, samples = [1, 2, 3, 4, 6, 8], [1, 2, 3, 4, 6, 8, 12, 16]
+    frontier = survival_frontier(policy, ystar, Arm("vanilla"), widths, samples, 2, 200, 0.9,
+                                 np.random.default_rng(1))
+    rng = np.random.default_rng(2)
+    full = Frontier([run_point(policy, ystar, Arm("vanilla"), w, n, 2, 200, 0.9, rng)
+                     for w in widths for n in samples])
+    assert frontier.min_budget(0.9) == pytest.approx(full.min_budget(0.9), rel=0.35)
+
+
+def _small_lm_overrides(cache, steps=60, floor="null"):
+    return ["+paper=cfbeam", "dataset.train_examples=3000", "dataset.max_digits=2",
+            f"model.steps={steps}", "model.batch_size=32", f"model.min_held_out_accuracy={floor}",
+            "dataset.horizons=[1,2]", "dataset.prompts_per_horizon=3",
+            "protocol.tree.coverages=[4,8]", "protocol.tree.trials=20",
+            "protocol.tree.reward_noise=[0.0]", "protocol.tree.bootstrap=10",
+            "protocol.tree.bon_hard_steps=[1,2]", f"paths.cache_dir={cache}"]
+
+
+def test_reduced_tiny_lm_trains_from_an_empty_cache_above_its_floor(tmp_path):
+    """400 steps on 1-2 digit addition reach held-out accuracy ~0.65 (the full default,
+    1200 steps on 1-12 digits, reaches >= 0.998 at every horizon for seeds 0, 1, 2); the
+    floor is checked after training and recorded with the model."""
+    metrics = run_paper(_small_lm_overrides(tmp_path / "cache", steps=400, floor=0.55),
+                        tmp_path / "run")
+    (entry,) = (tmp_path / "cache" / "tiny-lm").iterdir()
+    report = json.loads((entry / "training_report.json").read_text())
+    assert min(report["held_out_accuracy"].values()) >= 0.55
     assert metrics["tree_budget_slope_vanilla"] > 1
-    assert "lm_accuracy_cfbeam_longest_L" in metrics
-    assert (run_dir / "figures" / "budget_and_horizon.png").is_file()
+    assert "lm_accuracy_cfbeam_longest_L_seed0" in metrics
+    assert (tmp_path / "run" / "figures" / "budget_and_horizon.png").is_file()
+
+
+def test_fresh_caches_give_identical_runs_and_a_corrupt_entry_is_rebuilt(tmp_path):
+    first = run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "a")
+    second = run_paper(_small_lm_overrides(tmp_path / "cache_b"), tmp_path / "b")
+    assert first == second  # same seed, fresh caches: the same model and metrics
+    (entry,) = (tmp_path / "cache_a" / "tiny-lm").iterdir()
+    (entry / "model.safetensors").write_bytes(b"truncated")
+    assert run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "c") == first
+    (entry / ".complete").unlink()  # an interrupted build: rebuilt too
+    assert run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "d") == first
+
+
+def test_training_below_the_floor_fails_with_one_line_and_caches_nothing(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        run_paper(_small_lm_overrides(tmp_path / "cache", steps=3, floor=0.99),
+                  tmp_path / "run")
+    assert exit_info.value.code == 2
+    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    assert failed["user_error"] and "below the floor" in failed["error"]
+    assert not list((tmp_path / "cache" / "tiny-lm").iterdir())
 
 
 @pytest.mark.slow
@@ -137,7 +254,7 @@ def test_smollm2_runs_offline(run_dir):
                          "dataset.horizons=[1]", "dataset.prompts_per_horizon=2",
                          "dataset.max_new_tokens=12", "method.beam_width=2",
                          "method.samples_per_beam=2", "protocol.tree.coverages=[4,8]",
-                         "protocol.tree.trials=10"], run_dir)
+                         "protocol.tree.trials=10", "protocol.tree.bootstrap=10"], run_dir)
     assert "lm_accuracy_beam_longest_L" in metrics
 
 

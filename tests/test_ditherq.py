@@ -22,6 +22,15 @@ from methods.ditherq.codebooks import gaussian_cell_mse
 from methods.ditherq.hadamard import pad_pow2
 
 
+@pytest.mark.parametrize("d", [4, 8, 32, 512, 2048])
+def test_kronecker_gemm_form_equals_dense_hadamard_on_batches(d):
+    x = np.random.default_rng(d).standard_normal((16, d))  # >= GEMM_MIN_ROWS rows
+    np.testing.assert_allclose(fwht(x), x @ hadamard(d), atol=1e-9)
+    np.testing.assert_allclose(fwht(x.reshape(2, 8, d)), (x @ hadamard(d)).reshape(2, 8, d),
+                               atol=1e-9)
+    np.testing.assert_allclose(fwht_torch(torch.tensor(x)).numpy(), x @ hadamard(d), atol=1e-9)
+
+
 @pytest.mark.parametrize("d", [1, 2, 8, 64, 512])
 def test_fwht_equals_dense_hadamard_product(d):
     x = np.random.default_rng(d).standard_normal((3, d))

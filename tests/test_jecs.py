@@ -95,6 +95,39 @@ def test_gcr_is_controlled(design, rho):
     assert 3 * se < 0.1  # the test has the resolution to catch GCR = 0.2
 
 
+def test_heavy_tailed_clean_scores_trigger_the_guard_and_keep_gcr():
+    """Cauchy non-member scores put clean items into the right tail of max-p; the fitted
+    envelope then comes out as t^5 and GCR is about 0.6 (the guard off); with the guard the
+    right-tail test rejects and JECS falls back to max-p + Storey-BH."""
+    rng = np.random.default_rng(5)
+    guarded, unguarded, fallbacks = [], [], []
+    for _ in range(30):
+        s = synthetic_membership(2000, 5, 0.15, 0.35, "independent", 2.5, 0.0, 1000, rng,
+                                 clean_tail="cauchy")
+        p = np.column_stack([conformal_pvalues(c, s.scores[:, k])
+                             for k, c in enumerate(s.calibration)])
+        null = s.contaminated.any(axis=1)
+        for level, out in ((0.001, guarded), (0.0, unguarded)):
+            jecs = JECS(p, n_boot=30, rng=rng, tail_check_level=level)
+            selected = jecs.select(0.1)
+            out.append((selected & null).sum() / max(1, selected.sum()))
+            if level:
+                fallbacks.append(jecs.fallback)
+    assert np.mean(unguarded) > 0.3  # the failure the guard exists for
+    assert np.mean(guarded) <= 0.1 and all(fallbacks)
+
+
+def test_right_tail_test_accepts_light_tails():
+    rng = np.random.default_rng(6)
+    rejections = 0
+    for _ in range(20):
+        s = synthetic_membership(2000, 3, 0.15, 0.35, "independent", 4.0, 0.0, 1000, rng)
+        p = np.column_stack([conformal_pvalues(c, s.scores[:, k])
+                             for k, c in enumerate(s.calibration)])
+        rejections += JECS(p, n_boot=10, rng=rng).fallback
+    assert rejections <= 2
+
+
 def test_jecs_smoke_run(run_dir):
     metrics = run_paper(["+paper=jecs", "protocol.repetitions=8", "dataset.n_items=500",
                          "method.n_boot=20"], run_dir)

@@ -129,3 +129,21 @@ def test_rankcomp_smoke_run(run_dir):
     assert metrics["positional_satisfied_frac"] == 1
     assert metrics["psc_satisfied_frac"] == 1
     assert (run_dir / "figures" / "axioms_and_runtime.png").is_file()
+
+
+@pytest.mark.parametrize("quota", ["hare", "droop"])
+def test_psc_rule_satisfies_its_quota_on_random_profiles(quota):
+    """Property test: the top reading of PSC holds for both quotas on random profiles of
+    every shape (the smallest former Droop failure: n = 7, m = 3, k = 4)."""
+    rng = np.random.default_rng(11)
+    failures = []
+    for trial in range(320):
+        n, m, k = int(rng.integers(2, 12)), int(rng.integers(2, 6)), int(rng.integers(1, 6))
+        profile = np.array([rng.permutation(m) for _ in range(n)])
+        outputs = psc_expanding_approvals(profile, k, quota=quota)
+        if not psc_ok(profile, outputs, quota, "top"):
+            failures.append((trial, n, m, k))
+    assert not failures
+    profile = np.array([[0, 1, 2]] * 3 + [[1, 2, 0], [2, 0, 1], [1, 0, 2], [2, 1, 0]])
+    outputs = psc_expanding_approvals(profile, 4, quota="droop")
+    assert sum(int(o[0]) == 0 for o in outputs) >= 2  # 3 of 7 voters > 2 * 7 / 5

@@ -129,6 +129,19 @@ def test_monotone_recalibration_keeps_auroc_exactly():
         assert tps(after, d.y, d.mask).mean() < tps(p, d.y, d.mask).mean()
 
 
+def test_auroc_invariance_is_specific_to_monotone_maps():
+    """The check above can fail: a non-monotone map (folding forecasts around 0.5) changes
+    AUROC, and an isotonic fit (monotone but not strictly: ties) may change it too."""
+    d = _data()
+    fams = predictor_families(d.q, d.mask, 0.5, 2.5, 0.7, np.random.default_rng(1))
+    p = fams["tempered"]
+    folded = np.where(d.mask, np.abs(p - 0.5) + 0.25, 0.5)
+    assert abs(pooled_auroc(folded, d.y, d.mask) - pooled_auroc(p, d.y, d.mask)) > 0.05
+    reversed_map = np.where(d.mask, 1 - p, 0.5)
+    assert pooled_auroc(reversed_map, d.y, d.mask) == pytest.approx(
+        1 - pooled_auroc(p, d.y, d.mask))
+
+
 def test_exact_censored_score_equals_restricted_complete_score_in_mean():
     d = _data(n=20000)
     t = np.arange(d.mask.shape[1])

@@ -41,13 +41,21 @@ class SamplingConfig(MethodConfig):
 
 @dataclass
 class TreeConfig:
-    coverages: list[int] = MISSING
+    coverages: list[int] = MISSING  # token-level coverage C of the hard instance
     hard_steps: int = MISSING
+    stochastic_branching: int = MISSING  # tokens per dead node of the stochastic-lure instance
+    trials: int = MISSING  # searches per grid point
+    survival: float = MISSING  # target survival rate of y*
+    widths: list[int] = MISSING  # beam widths B on the grid
+    samples: list[int] = MISSING  # per-beam samples N (the cap for adaptive sampling)
+    bootstrap: int = MISSING  # resamples for the slope intervals
+    filter: Filter = MISSING  # CF-Beam's filter on the tree (RECON)
+    tau: float = MISSING  # its fixed threshold (configured, never read from the instance)
+    rank: Rank = MISSING
+    stop_mass: float = MISSING  # adaptive sampling: stop when P(top token) >= stop_mass ...
+    stop_alpha: float = MISSING  # ... at one-sided confidence 1 - stop_alpha
     bon_hard_steps: list[int] = MISSING
     bon_coverage: int = MISSING
-    trials: int = MISSING
-    survival: float = MISSING
-    widths: list[int] = MISSING
     reward_noise: list[float] = MISSING
 
 

@@ -27,6 +27,7 @@ class DitherqProtocol:
     bits: list[int] = MISSING  # the grid used when method.bits is null
     n_trials: int = MISSING  # independent rotations (and dither offsets) per input
     timing_dims: list[int] = MISSING
+    timing_batches: list[int] = MISSING  # vectors rotated at once (1: matrix-vector)
     timing_repeats: int = MISSING
 
 

@@ -26,6 +26,14 @@ class MembershipDesign(Enum):
     one_model = "one_model"  # each contaminated item is contaminated for exactly one model
 
 
+class Tail(Enum):
+    gaussian = "gaussian"
+    cauchy = "cauchy"
+    student_t = "student_t"  # Student t with 1.5 degrees of freedom
+    uniform = "uniform"  # light-tailed
+    mixed = "mixed"  # Cauchy for even-numbered models, Gaussian for odd ones
+
+
 @dataclass
 class JECSConfig(MethodConfig):
     alpha: float = MISSING  # the GCR level the headline metrics are reported at
@@ -34,12 +42,15 @@ class JECSConfig(MethodConfig):
     storey_lambda: float = MISSING
     n_boot: int = MISSING  # bootstrap resamples for the conservative envelope
     randomized_pvalues: bool = MISSING  # randomized tie-breaking (exactly uniform nulls)
+    tail_check_level: float = MISSING  # below it, the right tail is polluted: identity envelope
 
 
 @dataclass
 class DesignConfig:
     design: MembershipDesign = MISSING
-    rho: float = MISSING  # cross-model correlation of the score noise
+    rho: float = MISSING  # cross-model correlation of the (Gaussian) score noise
+    clean_tail: Tail = MISSING  # law of non-member scores
+    member_tail: Tail = MISSING  # law of member scores (and of the known members)
 
 
 @dataclass

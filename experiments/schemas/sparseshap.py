@@ -34,6 +34,7 @@ class SparseLeverageConfig(MethodConfig):
 
 @dataclass
 class ScalingConfig:
+    seeds: int = MISSING  # sampling seeds of the budget-vs-n curve (exponent and interval)
     n_values: list[int] = MISSING
     s_values: list[int] = MISSING
     repetitions: int = MISSING
@@ -46,7 +47,7 @@ class SparseshapProtocol:
     repetitions: int = MISSING
     budget: int | None = MISSING  # null: 4 s^2 log n (the claim's budget)
     budget_multipliers: list[float] = MISSING  # budget curve, in units of n
-    real_budget_multiple: int = MISSING  # real game budget = multiple * n
+    real_budget_multiples: list[int] = MISSING  # real game budgets = multiple * n
     target_error: float = MISSING
     scaling: ScalingConfig = MISSING
 

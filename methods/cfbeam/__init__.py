@@ -4,6 +4,7 @@ transformers causal LM."""
 
 from methods.cfbeam.policy import CausalLMPolicy, NextTokenPolicy, TablePolicy, hard_instance
 from methods.cfbeam.search import (
+    AdaptiveSampling,
     Budget,
     beam_search,
     best_of_majority,
@@ -15,7 +16,7 @@ from methods.cfbeam.search import (
 )
 
 __all__ = [
-    "Budget", "CausalLMPolicy", "NextTokenPolicy", "TablePolicy", "beam_search",
-    "best_of_majority", "best_of_n", "bon_min_samples", "coverage", "hard_instance",
-    "majority_vote", "sample_sequences",
+    "AdaptiveSampling", "Budget", "CausalLMPolicy", "NextTokenPolicy", "TablePolicy",
+    "beam_search", "best_of_majority", "best_of_n", "bon_min_samples", "coverage",
+    "hard_instance", "majority_vote", "sample_sequences",
 ]

@@ -4,12 +4,27 @@
 Every method counts its sampled tokens and model forward calls (``Budget``) so comparisons
 are at equal budget. The outcome reward is called on complete responses only.
 
-RECON: the paper's exact filter rule is not public. Options (``filter``): ``none``
-(vanilla LL-beam); ``freq``: keep a sampled token only if its empirical frequency among the
-parent's N samples is >= tau (Best-of-Majority's frequency filter, per step); ``prob``:
-keep it only if pi(token | prefix) >= tau. Ranking (``rank``): ``global_ll`` (top B by
-cumulative log-likelihood over all parents) or ``per_parent`` (each parent keeps at most
-ceil(B / #parents) of its candidates, then the global top B). Stopping at ``eos_id``.
+Beam bookkeeping follows transformers' ``generate(num_beams=B, length_penalty=0,
+early_stopping="never")``: the top K = (1 + [EOS in the vocabulary]) B candidates by
+cumulative log-likelihood; those among the top B that end (EOS, or the last step) join a
+pool of the B best finished responses; the top B that do not end stay live; the search
+stops when no live beam can beat the worst finished one. With exhaustive expansion
+(``samples_per_beam=None``) it returns exactly what ``generate`` returns.
+
+RECON: the paper's exact confidence filter is not public. Options:
+
+- ``filter``: ``none`` (vanilla LL-beam); ``freq``: keep a sampled token only if its
+  empirical frequency among the parent's draws is >= ``tau`` (Best-of-Majority's frequency
+  filter, per step); ``prob``: keep it only if pi(token | prefix) >= ``tau``. ``tau`` is a
+  fixed configured value (it never reads the instance's coverage).
+- ``rank``: ``global_ll`` (top B by cumulative log-likelihood over all parents) or
+  ``per_parent`` (each parent keeps at most ceil(B / #parents) candidates first).
+- ``adaptive`` (``AdaptiveSampling``): instead of N draws per parent, draw in rounds and
+  stop early once the node is confidently near-deterministic: a one-sided (1 - ``alpha``)
+  Clopper-Pearson lower bound on the probability of its most frequent token reaches
+  ``stop_mass``; other nodes draw up to ``max_samples``. A deterministic continuation stops
+  after ceil(log(alpha) / log(stop_mass)) draws (5 for the defaults); a high-entropy node
+  draws the full cap. The budget counts every draw.
 """
 
 from __future__ import annotations
@@ -17,8 +32,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
+from scipy.stats import beta
 
 from methods.cfbeam.policy import NextTokenPolicy
 
@@ -34,7 +51,6 @@ class Budget:
 class Beam:
     tokens: tuple[int, ...]
     score: float  # cumulative log-likelihood
-    done: bool = False
 
 
 @dataclass
@@ -44,81 +60,126 @@ class SearchResult:
     budget: Budget = field(default_factory=Budget)
 
 
-def _candidates(lp: np.ndarray, n_samples: int | None, filt: str, tau: float,
-                rng: np.random.Generator) -> list[tuple[int, float]]:
-    """(token, empirical frequency) kept from one parent."""
-    if n_samples is None:  # full expansion
-        tokens = np.arange(len(lp))[np.isfinite(lp)]
-        freq = np.exp(lp[tokens])
-    else:
-        probs = np.exp(lp - lp.max())
-        probs /= probs.sum()
-        draws = rng.choice(len(lp), size=n_samples, p=probs)
-        tokens, counts = np.unique(draws, return_counts=True)
-        freq = counts / n_samples
+@dataclass(frozen=True)
+class AdaptiveSampling:
+    """Per-node sampling that stops early on confident nodes (see the module)."""
+
+    max_samples: int = 64
+    stop_mass: float = 0.5
+    alpha: float = 0.05
+    round_size: int = 4
+
+    @property
+    def min_samples(self) -> int:
+        """Draws after which a node whose draws all agree stops."""
+        return int(np.ceil(np.log(self.alpha) / np.log(self.stop_mass)))
+
+    def confident(self, top: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+        """Is the Clopper-Pearson lower bound of top / drawn >= stop_mass?"""
+        return _lower_bounds(self.alpha, self.max_samples)[drawn, top] >= self.stop_mass
+
+
+@lru_cache(maxsize=16)
+def _lower_bounds(alpha: float, max_samples: int) -> np.ndarray:
+    """Table [n, k] of one-sided (1 - alpha) Clopper-Pearson lower bounds for k of n."""
+    n, k = np.meshgrid(np.arange(max_samples + 1), np.arange(max_samples + 1), indexing="ij")
+    with np.errstate(invalid="ignore"):
+        table = np.where((k > 0) & (k <= n), beta.ppf(alpha, np.maximum(k, 1),
+                                                      np.maximum(n - k + 1, 1)), 0.0)
+    return np.nan_to_num(table)
+
+
+def probabilities(lp: np.ndarray) -> np.ndarray:
+    """Rows of exp(lp), renormalized in float64 (safe for ``Generator.multinomial``)."""
+    p = np.exp(lp - lp.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def draw_counts(lp: np.ndarray, samples: int | None, adaptive: AdaptiveSampling | None,
+                rng: np.random.Generator) -> np.ndarray:
+    """Next-token draw counts per row of ``lp``: ``samples`` each, or adaptively."""
+    probs = probabilities(lp)
+    if adaptive is None:
+        return rng.multinomial(samples, probs)
+    counts = rng.multinomial(min(adaptive.min_samples, adaptive.max_samples), probs)
+    active = np.arange(len(probs))
+    while len(active):
+        top, drawn = counts[active].max(axis=1), counts[active].sum(axis=1)
+        active = active[~adaptive.confident(top, drawn) & (drawn < adaptive.max_samples)]
+        if len(active):
+            step = np.minimum(adaptive.round_size, adaptive.max_samples - counts[active].sum(1))
+            counts[active] += rng.multinomial(step, probs[active])
+    return counts
+
+
+def _kept(counts: np.ndarray | None, lp: np.ndarray, filt: str, tau: float) -> np.ndarray:
+    """Boolean (parents, vocab): the candidates each parent offers after the filter."""
+    if counts is None:  # exhaustive expansion
+        return np.isfinite(lp)
+    seen = counts > 0
+    if filt == "none":
+        return seen
     if filt == "freq":
-        keep = freq >= tau
-    elif filt == "prob":
-        keep = np.exp(lp[tokens]) >= tau
-    elif filt == "none":
-        keep = np.ones(len(tokens), dtype=bool)
-    else:
-        raise ValueError(f"unknown filter '{filt}'; known: none, freq, prob")
-    return [(int(t), float(f)) for t, f in zip(tokens[keep], freq[keep], strict=True)]
+        return seen & (counts >= tau * counts.sum(axis=1, keepdims=True))
+    if filt == "prob":
+        return seen & (np.exp(lp) >= tau)
+    raise ValueError(f"unknown filter '{filt}'; known: none, freq, prob")
 
 
-def _ranked(pool: list[tuple[float, int, int]], beam_width: int, parents: int, rank: str
-            ) -> list[tuple[float, int, int]]:
-    """The ``beam_width`` best (score, parent, token) candidates: by cumulative
+def _ranked(scores: np.ndarray, kept: np.ndarray, beam_width: int, rank: str) -> np.ndarray:
+    """Flat candidate indices (parent * vocab + token), best first: by cumulative
     log-likelihood (``global_ll``), or with at most ceil(B / parents) per parent first."""
-    ordered = sorted(pool, key=lambda c: (-c[0], c[1], c[2]))
+    flat = np.flatnonzero(kept)
+    order = flat[np.argsort(-scores.ravel()[flat], kind="stable")]
     if rank == "per_parent":
+        parents, vocab = scores.shape
         quota = -(-beam_width // parents)
-        kept: dict[int, int] = {}
-        capped = []
-        for cand in ordered:
-            if kept.get(cand[1], 0) < quota:
-                kept[cand[1]] = kept.get(cand[1], 0) + 1
-                capped.append(cand)
-        ordered = capped
+        parent_of = order // vocab
+        position = np.zeros(len(order), dtype=np.int64)
+        for p in np.unique(parent_of):
+            position[parent_of == p] = np.arange(int(np.sum(parent_of == p)))
+        order = order[position < quota]
     elif rank != "global_ll":
         raise ValueError(f"unknown rank '{rank}'; known: global_ll, per_parent")
-    return ordered[:beam_width]
+    return order
 
 
 def beam_search(policy: NextTokenPolicy, beam_width: int, samples_per_beam: int | None,
                 max_steps: int, reward: Callable[[tuple[int, ...]], float],
                 rng: np.random.Generator, filt: str = "none", tau: float = 0.0,
-                rank: str = "global_ll") -> SearchResult:
-    """LL-beam search; ``samples_per_beam=None`` expands every token (exhaustive). The final
-    beams (live and finished) are scored by ``reward``; the best one is returned."""
+                rank: str = "global_ll", adaptive: AdaptiveSampling | None = None
+                ) -> SearchResult:
+    """LL-beam search; ``samples_per_beam=None`` expands every token (exhaustive), else
+    each live beam draws ``samples_per_beam`` next tokens (or ``adaptive`` ones). The
+    finished beams are scored by ``reward``; the best one is returned."""
     budget = Budget()
     calls_before = policy.forward_calls
-    beams = [Beam((), 0.0)]
+    state, lp = policy.start()
+    live = [Beam((), 0.0)]
     finished: list[Beam] = []
-    for _ in range(max_steps):
-        if not beams:
+    keep = beam_width * (2 if policy.eos_id is not None else 1)
+    for step in range(max_steps):
+        counts = None
+        if samples_per_beam is not None or adaptive is not None:
+            counts = draw_counts(lp, samples_per_beam, adaptive, rng)
+            budget.sampled_tokens += int(counts.sum())
+        scores = np.array([b.score for b in live])[:, None] + lp
+        order = _ranked(scores, _kept(counts, lp, filt, tau), beam_width, rank)[:keep]
+        parents, tokens = np.divmod(order, lp.shape[1])
+        ends = (tokens == policy.eos_id) | (step == max_steps - 1)
+        for r in np.flatnonzero(ends[:beam_width]):
+            finished.append(Beam(live[parents[r]].tokens + (int(tokens[r]),),
+                                 float(scores.flat[order[r]])))
+        finished = sorted(finished, key=lambda b: -b.score)[:beam_width]
+        going = np.flatnonzero(~ends)[:beam_width]
+        if not len(going) or (len(finished) == beam_width
+                              and scores.flat[order[going[0]]] <= finished[-1].score):
             break
-        lp = policy.log_probs([b.tokens for b in beams])
-        pool: list[tuple[float, int, int]] = []  # (cumulative score, parent, token)
-        for i, beam in enumerate(beams):
-            if samples_per_beam is not None:
-                budget.sampled_tokens += samples_per_beam
-            for token, _ in _candidates(lp[i], samples_per_beam, filt, tau, rng):
-                pool.append((beam.score + float(lp[i, token]), i, token))
-        next_beams = []
-        for score, parent, token in _ranked(pool, beam_width, len(beams), rank):
-            child = Beam(beams[parent].tokens + (token,), score)
-            if policy.eos_id is not None and token == policy.eos_id:
-                child.done = True
-                finished.append(child)
-            else:
-                next_beams.append(child)
-        beams = next_beams
-    finals = finished + beams
+        live = [Beam(live[parents[r]].tokens + (int(tokens[r]),), float(scores.flat[order[r]]))
+                for r in going]
+        state, lp = policy.step(state, parents[going], tokens[going])
+    finals = finished or live
     budget.forward_calls = policy.forward_calls - calls_before
-    if not finals:
-        return SearchResult((), [], budget)
     rewards = [reward(b.tokens) for b in finals]
     budget.reward_calls = len(finals)
     return SearchResult(finals[int(np.argmax(rewards))].tokens, finals, budget)
@@ -128,20 +189,23 @@ def sample_sequences(policy: NextTokenPolicy, n: int, max_steps: int,
                      rng: np.random.Generator, budget: Budget) -> list[tuple[int, ...]]:
     """n i.i.d. ancestral samples (exact probabilities, batched step by step)."""
     seqs: list[tuple[int, ...]] = [()] * n
-    live = list(range(n))
-    for _ in range(max_steps):
-        if not live:
+    state, lp = policy.start()
+    live = np.zeros(n, dtype=np.int64)  # row of each live sample in the state
+    owners = np.arange(n)  # which sample each live row belongs to
+    for step in range(max_steps):
+        probs = probabilities(lp[live])
+        tokens = (rng.random(len(probs))[:, None] > np.cumsum(probs, axis=1)).sum(axis=1)
+        tokens = np.minimum(tokens, probs.shape[1] - 1)
+        budget.sampled_tokens += len(tokens)
+        for i, t in zip(owners, tokens, strict=True):
+            seqs[i] = seqs[i] + (int(t),)
+        going = tokens != policy.eos_id if policy.eos_id is not None else np.ones(
+            len(tokens), dtype=bool)
+        if not going.any() or step == max_steps - 1:
             break
-        lp = policy.log_probs([seqs[i] for i in live])
-        budget.sampled_tokens += len(live)
-        still = []
-        for row, i in enumerate(live):
-            probs = np.exp(lp[row] - lp[row].max())
-            token = int(rng.choice(len(probs), p=probs / probs.sum()))
-            seqs[i] = seqs[i] + (token,)
-            if policy.eos_id is None or token != policy.eos_id:
-                still.append(i)
-        live = still
+        state, lp = policy.step(state, live[going], tokens[going])
+        owners = owners[going]
+        live = np.arange(len(owners))
     return seqs
 
 

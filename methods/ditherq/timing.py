@@ -1,4 +1,4 @@
-"""Per-vector rotation cost: dense d x d matrix-vector product vs one RHT."""
+"""Per-vector rotation cost, dense d x d rotation vs one RHT, at a given batch size."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from methods.ditherq.hadamard import RandomizedHadamard
 
 
-def _median_seconds(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
@@ -19,16 +19,16 @@ def _median_seconds(fn, repeats: int) -> float:
     return float(np.median(times))
 
 
-def rotation_seconds_per_vector(dim: int, repeats: int, rng: np.random.Generator
-                                ) -> tuple[float, float]:
-    """Median seconds to rotate one vector: (dense, rht), measured side by side.
-
-    The dense cost is the d x d matrix-vector product with a Gaussian matrix (the same flops
-    as with an orthogonal one; drawing a Haar matrix by QR is O(d^3) and excluded).
-    """
-    x = rng.standard_normal(dim)
+def rotation_seconds_per_vector(dim: int, repeats: int, rng: np.random.Generator,
+                                batch: int = 1) -> tuple[float, float]:
+    """Median seconds per vector to rotate ``batch`` vectors at once: (dense, rht), measured
+    side by side. Dense: the (batch x d) @ (d x d) product (a matrix-vector product at batch
+    1, a GEMM above) with a Gaussian matrix (the same flops as an orthogonal one; drawing a
+    Haar matrix by QR is O(d^3) and excluded). RHT: butterflies at batch 1, the Kronecker
+    GEMM form for batches (``fwht``)."""
+    x = rng.standard_normal((batch, dim)) if batch > 1 else rng.standard_normal(dim)
     dense = rng.standard_normal((dim, dim))
     rht = RandomizedHadamard(dim, rng)
-    t_dense = _median_seconds(lambda: dense @ x, repeats)
-    t_rht = _median_seconds(lambda: rht.forward(x), repeats)
-    return t_dense, t_rht
+    t_dense = median_seconds(lambda: x @ dense, repeats)
+    t_rht = median_seconds(lambda: rht.forward(x), repeats)
+    return t_dense / batch, t_rht / batch

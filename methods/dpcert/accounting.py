@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 from dp_accounting.pld import common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from scipy.stats import binom, norm
+from scipy.special import ndtr
+from scipy.stats import binom
 
 # pessimistic discretization of the privacy loss: every profile is an upper bound, so
 # certificates stay valid; 1e-3 keeps a 200-step DP-SGD composition near a second
@@ -27,14 +28,14 @@ DISCRETIZATION = 1e-3
 EPS_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 60.0, 3000)])
 
 
-def gaussian_profile(mu: float, eps: np.ndarray | None = None) -> np.ndarray:
+def gaussian_profile(mu: float, eps: np.ndarray | float | None = None) -> np.ndarray:
     """Exact profile of the Gaussian mechanism with mu = sensitivity / sigma:
-    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (0 when mu = 0)."""
-    eps = EPS_GRID if eps is None else eps
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (0 when mu = 0), on the
+    grid by default or at any ``eps``."""
+    eps = EPS_GRID if eps is None else np.asarray(eps, dtype=float)
     if mu == 0:
         return np.zeros_like(eps)
-    return np.clip(norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2),
-                   0.0, 1.0)
+    return np.clip(ndtr(-eps / mu + mu / 2) - np.exp(eps) * ndtr(-eps / mu - mu / 2), 0.0, 1.0)
 
 
 def gaussian_pld(sigma: float, sensitivity: float, discretization: float = DISCRETIZATION):

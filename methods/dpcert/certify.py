@@ -9,13 +9,19 @@ event S (Dong, Roth and Su's tradeoff function, built from the profile):
 
 BOTH linear pieces are needed: the second alone (the common shortcut) loses 18% of Cohen's
 radius at sigma = 0.5, p_A = 0.9. The prediction A is certified against runner-up B when the
-lower bound on P'(A), f(1 - p_A), exceeds the upper bound on P'(B), 1 - f(p_B). The sup over
-a finite eps grid gives a smaller f, so the certificate stays valid.
+lower bound on P'(A), f(1 - p_A), exceeds the upper bound on P'(B), 1 - f(p_B). Every eps
+gives a valid lower bound on f, so the sup over a finite eps grid keeps certificates valid;
+when delta(eps) can be evaluated anywhere (a callable profile), the sup is refined between
+grid points, which makes the profile route agree with Cohen's radius to 1e-8 (a 3001-point
+grid alone is off by up to 7e-6, always on the safe side).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from scipy.optimize import minimize_scalar
 from scipy.stats import beta, norm
 
 from methods.dpcert.accounting import EPS_GRID
@@ -23,18 +29,36 @@ from methods.dpcert.accounting import EPS_GRID
 TIE_TOLERANCE = 1e-12
 
 
-def tradeoff(alpha: np.ndarray | float, profile: np.ndarray, eps: np.ndarray = EPS_GRID,
-             one_piece: bool = False) -> np.ndarray:
-    """f(alpha) from delta(eps) on the grid; ``one_piece`` keeps only the second piece (the
-    loose shortcut, for comparison)."""
-    a = np.atleast_1d(np.asarray(alpha, dtype=float))[:, None]
-    e, d = eps[None, :], profile[None, :]
+Profile = np.ndarray | Callable[[np.ndarray], np.ndarray]
+
+
+def _pieces(a: np.ndarray, e: np.ndarray, d: np.ndarray, one_piece: bool) -> np.ndarray:
     second = np.exp(-e) * (1 - a - d)
-    pieces = second if one_piece else np.maximum(1 - d - np.exp(e) * a, second)
-    return np.maximum(pieces.max(axis=1), 0.0)
+    return second if one_piece else np.maximum(1 - d - np.exp(e) * a, second)
 
 
-def is_certified(p_a_lower: np.ndarray, p_b_upper: np.ndarray, profile: np.ndarray,
+def tradeoff(alpha: np.ndarray | float, profile: Profile, eps: np.ndarray = EPS_GRID,
+             one_piece: bool = False) -> np.ndarray:
+    """f(alpha) from delta(eps): ``profile`` is delta on the ``eps`` grid, or a callable
+    delta(eps) (then the sup is refined between the grid points around the best one).
+    ``one_piece`` keeps only the second piece (the loose shortcut, for comparison)."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=float))
+    exact = profile if callable(profile) else None
+    grid = exact(eps) if exact is not None else profile
+    values = _pieces(a[:, None], eps[None, :], grid[None, :], one_piece)
+    best = values.max(axis=1)
+    if exact is not None:
+        at = values.argmax(axis=1)
+        for i, (alpha_i, j) in enumerate(zip(a, at, strict=True)):
+            low, high = eps[max(j - 1, 0)], eps[min(j + 1, len(eps) - 1)]
+            found = minimize_scalar(
+                lambda e, alpha_i=alpha_i: -_pieces(alpha_i, e, exact(e), one_piece),
+                bounds=(low, high), method="bounded", options={"xatol": 1e-12})
+            best[i] = max(best[i], -float(found.fun))
+    return np.maximum(best, 0.0)
+
+
+def is_certified(p_a_lower: np.ndarray, p_b_upper: np.ndarray, profile: Profile,
                  a_wins_ties: np.ndarray | bool = False) -> np.ndarray:
     """f(1 - p_A) > 1 - f(p_B) (>= when the top class wins ties, as DPA's argmax does)."""
     low_a = tradeoff(1 - np.asarray(p_a_lower, dtype=float), profile)
@@ -85,8 +109,9 @@ def dpa_vote_certificate(n_a: np.ndarray, n_b: np.ndarray, a_wins_ties: np.ndarr
 
 def radius_by_bisection(p_a: float, p_b: float, profile_at, high: float, iters: int = 50
                         ) -> float:
-    """Largest l2 radius certified, by bisection on a monotone certificate;
-    ``profile_at(radius)`` returns the profile of the mechanism at that radius."""
+    """Largest l2 radius certified, by bisection on a monotone certificate (the lower end
+    of the last bracket, so it is always certified); ``profile_at(radius)`` returns the
+    mechanism's profile at that radius (grid values or a callable)."""
     if not is_certified(p_a, p_b, profile_at(0.0))[0]:
         return -1.0
     lo, hi = 0.0, high

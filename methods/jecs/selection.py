@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import nnls
+from scipy.stats import kstest
 
 
 def conformal_pvalues(calibration: np.ndarray, test: np.ndarray, randomized: bool = False,
@@ -140,18 +141,47 @@ def fit_envelope(p: np.ndarray, n_models: int, family: str = "polynomial",
     raise ValueError(f"unknown envelope family '{family}'; known: polynomial, power, identity")
 
 
+def right_tail_uniformity(pvalues: np.ndarray, threshold: float) -> float:
+    """Bonferroni-combined p-value of "every model's p-values above ``threshold`` are
+    uniform" (Kolmogorov-Smirnov per model, on the tail rescaled to (0, 1]).
+
+    The envelope fit reads the null law from the right tail of max-p, which is sound only
+    when clean items stay out of that tail: then the p-values above the threshold are those
+    of contaminated items, uniform for each model. Clean scores with heavy tails (Cauchy
+    non-member scores against Gaussian members) put clean items' p-values there too, piled
+    up near 1; this test sees it."""
+    combined = 1.0
+    for column in pvalues.T:
+        tail = column[column > threshold]
+        if len(tail) >= 20:
+            u = (tail - threshold) / (1 - threshold)
+            combined = min(combined, kstest(u, "uniform").pvalue * pvalues.shape[1])
+    return float(min(combined, 1.0))
+
+
 class JECS:
     """JECS on one audit: max-p per item -> the envelope F_hat, fitted once from the right
     tail -> Storey-adaptive BH on F_hat(p) at any level ``alpha`` (``select``). Selected =
-    declared clean for every model."""
+    declared clean for every model.
+
+    Validity guard: max-p alone is valid whatever the score distributions (a null item has
+    at least one super-uniform p-value, so F0(t) <= t); the fitted envelope needs the right
+    tail to hold only contaminated items. When ``right_tail_uniformity`` rejects that at
+    ``tail_check_level``, the envelope falls back to the identity (max-p + Storey-BH) and
+    ``fallback`` is set."""
 
     def __init__(self, pvalues: np.ndarray, family: str = "polynomial",
                  threshold_rule: str = "median", lam: float = 0.5, n_boot: int = 200,
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | None = None, tail_check_level: float = 0.001
+                 ) -> None:
         self.p = max_p(pvalues)
         self.lam = lam
-        self.envelope = fit_envelope(self.p, pvalues.shape[1], family,
-                                     tail_threshold(self.p, threshold_rule), n_boot, rng=rng)
+        threshold = tail_threshold(self.p, threshold_rule)
+        self.tail_check = right_tail_uniformity(pvalues, threshold)
+        self.fallback = family != "identity" and self.tail_check < tail_check_level
+        self.envelope = fit_envelope(self.p, pvalues.shape[1],
+                                     "identity" if self.fallback else family, threshold,
+                                     n_boot, rng=rng)
         self.rescaled = self.envelope(self.p)
 
     def select(self, alpha: float) -> np.ndarray:

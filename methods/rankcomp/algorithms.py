@@ -77,17 +77,21 @@ def psc_expanding_approvals(profile: np.ndarray, k: int, quota: str = "hare", rn
     rankings and a candidate may head several of them (RECON: the paper's adaptation to k
     output rankings is not public).
 
-    Integer weights: each voter starts with k (Hare; quota n) or k + 1 (Droop; quota n + 1,
-    i.e. just above n / (k + 1) voters). For depth j = 1..m, while some candidate is ranked
-    within the top j by voters of total remaining weight >= quota, open a seat for the best
-    supported one (ties: lowest id) and charge the quota to its supporters (in voter order).
-    Seat output = the candidate first, then the others by Borda score among the voters
-    charged, weighted by their charge. Guarantee (``top`` reading): a solid coalition of
-    >= l n / k voters for C can only spend its weight on C up to depth |C|, so it gets l
-    seats headed by C-candidates by then.
+    Exact integer arithmetic: a seat costs n / k voters (Hare) or n / (k + 1) voters
+    (Droop); scaled by k (k + 1), every voter starts with weight k (k + 1) and a seat costs
+    exactly n. For depth j = 1..m, while some candidate is ranked within the top j by voters
+    of total remaining weight >= n, open a seat for the best supported one (ties: lowest id)
+    and charge n to its supporters (in voter order). Seat output = the candidate first, then
+    the others by Borda score among the voters charged, weighted by their charge.
+
+    Guarantee (``top`` reading): a solid coalition entitled to l outputs (>= l n / k voters,
+    or > l n / (k + 1) for Droop) holds weight >= l n and can only spend it on C up to depth
+    |C|, so l seats are headed by C-candidates by then. The stronger ``prefix`` reading (C
+    fills the first |C| positions of l outputs) is not guaranteed: the Borda completion of a
+    seat need not put the rest of C next.
     """
     n, m = profile.shape
-    scale, q = (k, n) if quota == "hare" else (k + 1, n + 1)
+    scale, q = (k, n) if quota == "hare" else (k + 1, n)
     weight = np.full(n, scale, dtype=np.int64)
     pos = positions(profile)
     seats: list[np.ndarray] = []
