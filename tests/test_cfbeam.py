@@ -20,7 +20,7 @@ from methods.cfbeam import (
     hard_instance,
     sample_sequences,
 )
-from methods.cfbeam.search import Budget, draw_counts
+from methods.cfbeam.search import Budget, draw_counts, probabilities
 from methods.cfbeam.tree import Arm, Frontier, run_point, survival_frontier
 
 from .conftest import run_paper
@@ -135,6 +135,17 @@ def test_adaptive_sampling_stops_early_only_on_confident_nodes():
     assert adaptive.confident(np.array([5]), np.array([5]))
     assert not adaptive.confident(np.array([4]), np.array([4]))
     assert not adaptive.confident(np.array([8]), np.array([16]))
+
+
+def test_sampling_probabilities_survive_a_large_vocabulary():
+    """A 49k-token softmax renormalized in float64 can sum past 1 by rounding, which
+    Generator.multinomial rejects; ``probabilities`` keeps every row valid."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        p = probabilities((3 * rng.standard_normal((8, 49152))).astype(np.float32))
+        assert np.all(p[:, :-1].sum(axis=1) <= 1.0)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+        rng.multinomial(4, p)
 
 
 def test_kv_cached_steps_equal_full_recomputation():

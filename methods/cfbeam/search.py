@@ -90,9 +90,17 @@ def _lower_bounds(alpha: float, max_samples: int) -> np.ndarray:
 
 
 def probabilities(lp: np.ndarray) -> np.ndarray:
-    """Rows of exp(lp), renormalized in float64 (safe for ``Generator.multinomial``)."""
+    """Rows of exp(lp), renormalized in float64 so that every row but its last entry sums
+    to at most 1 (``Generator.multinomial`` checks that; with a 49k-token vocabulary the
+    rounding of a plain renormalization can exceed it)."""
+    lp = np.asarray(lp, dtype=np.float64)
     p = np.exp(lp - lp.max(axis=-1, keepdims=True))
-    return p / p.sum(axis=-1, keepdims=True)
+    p /= p.sum(axis=-1, keepdims=True)
+    head = p[..., :-1].sum(axis=-1)
+    over = head > 1.0
+    if np.any(over):
+        p[over, :-1] /= head[over, None]
+    return p
 
 
 def draw_counts(lp: np.ndarray, samples: int | None, adaptive: AdaptiveSampling | None,

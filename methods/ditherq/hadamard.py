@@ -23,21 +23,25 @@ def sylvester(d: int) -> np.ndarray:
     return h
 
 
-def kronecker_factors(d: int) -> tuple[int, int]:
-    """(a, b) with a b = d, both powers of two and as equal as possible: H_d = H_a (x) H_b."""
-    k = d.bit_length() - 1
-    return 1 << (k // 2), 1 << (k - k // 2)
+def kronecker_factors(d: int, largest: int = 16) -> list[int]:
+    """Powers of two f_1 .. f_m with product d, each <= ``largest`` and as equal as possible:
+    H_d = H_{f_1} (x) ... (x) H_{f_m} (Sylvester matrices are Kronecker powers of H_2)."""
+    bits = d.bit_length() - 1
+    count = max(1, -(-bits // (largest.bit_length() - 1)))
+    return [1 << (bits // count + (i < bits % count)) for i in range(count)]
 
 
 def fwht(x: np.ndarray) -> np.ndarray:
     """Unnormalized Walsh-Hadamard transform along the last axis (Sylvester order).
 
     Equals ``x @ scipy.linalg.hadamard(d)`` (H is symmetric). A batch of at least
-    ``GEMM_MIN_ROWS`` vectors uses the Kronecker form H_d = H_a (x) H_b (d = a b, a ~ b ~
-    sqrt d): each vector reshaped to a x b becomes H_a X H_b, two matrix products over the
-    whole batch (2 sqrt(d) flops per entry, at GEMM speed); fewer vectors use log2(d)
-    butterfly stages, each a vectorized (a + b, a - b) over pairs at distance h. The last
-    axis must be a power of two (see :func:`pad_pow2`). Returns a new array.
+    ``GEMM_MIN_ROWS`` vectors uses the Kronecker form H_d = H_{f_1} (x) ... (x) H_{f_m}
+    (factors of at most 16): each vector, reshaped to an f_1 x ... x f_m array, is
+    multiplied by H_{f_j} along axis j, one batched matrix product per factor (sum of f_j
+    flops per entry, at GEMM speed: 48 for d = 4096 against 4096 for a dense rotation);
+    fewer vectors use log2(d) butterfly stages, each a vectorized (a + b, a - b) over pairs
+    at distance h. The last axis must be a power of two (see :func:`pad_pow2`). Returns a
+    new array.
     """
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
@@ -45,11 +49,8 @@ def fwht(x: np.ndarray) -> np.ndarray:
         raise ValueError(f"fwht needs a power-of-two length, got {d}; pad with pad_pow2")
     lead = x.shape[:-1]
     rows = int(np.prod(lead)) if lead else 1
-    if rows >= GEMM_MIN_ROWS and d >= 4:  # two large GEMMs: right by H_b, then left by H_a
-        a, b = kronecker_factors(d)
-        right = (x.reshape(rows * a, b) @ sylvester(b)).reshape(rows, a, b)
-        left = right.transpose(0, 2, 1).reshape(rows * b, a) @ sylvester(a)
-        return left.reshape(rows, b, a).transpose(0, 2, 1).reshape(*lead, d)
+    if rows >= GEMM_MIN_ROWS and d >= 4:
+        return _kronecker_transform(x.reshape(rows, d), d, np.matmul).reshape(*lead, d)
     y = x.copy()
     h = 1
     while h < d:
@@ -59,6 +60,24 @@ def fwht(x: np.ndarray) -> np.ndarray:
         v[..., 1, :] = a - v[..., 1, :]
         h *= 2
     return y
+
+
+def _kronecker_transform(x, d: int, matmul, as_matrix=lambda m: m):
+    """x (rows, d) times H_d, one factor at a time: for factor j the data is viewed as
+    (rows * before, f_j, after) and multiplied by H_{f_j} along the middle axis (the last
+    factor, with after = 1, as one right product over all rows)."""
+    factors = kronecker_factors(d)
+    rows, before, after = x.shape[0], d, 1
+    y = x
+    for f in reversed(factors):
+        before //= f
+        h = as_matrix(sylvester(f))
+        if after == 1:
+            y = (y.reshape(rows * before, f) @ h)
+        else:
+            y = matmul(h, y.reshape(rows * before, f, after))
+        after *= f
+    return y.reshape(rows, d)
 
 
 def fwht_torch(x):
@@ -72,10 +91,11 @@ def fwht_torch(x):
     lead = x.shape[:-1]
     rows = int(np.prod(lead)) if len(lead) else 1
     if rows >= GEMM_MIN_ROWS and d >= 4:
-        a, b = kronecker_factors(d)
-        h_a, h_b = (torch.as_tensor(sylvester(n), dtype=x.dtype, device=x.device)
-                    for n in (a, b))
-        return torch.matmul(h_a, x.reshape(rows, a, b) @ h_b).reshape(*lead, d)
+        def as_tensor(m):
+            return torch.as_tensor(m, dtype=x.dtype, device=x.device)
+
+        return _kronecker_transform(x.reshape(rows, d), d, torch.matmul,
+                                    as_tensor).reshape(*lead, d)
     h = 1
     y = x
     while h < d:

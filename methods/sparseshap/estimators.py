@@ -154,7 +154,10 @@ class WeightedSystem:
         3x. GCV sees the peak on the full sample, where K-fold cross-validation, fitting on
         fewer rows, does not."""
         n = self.Z.shape[1]
-        if len(self.y) <= 3 * n:
+        pairs = len(self.y) // 2
+        if pairs < n:  # the unregularised fit interpolates the pairs: GCV(0) is infinite
+            self.dense_ridge = leverage_ridge(n)
+        elif len(self.y) <= 3 * n:
             options = [0.0, leverage_ridge(n)]
             self.dense_ridge = options[int(np.argmin([self.gcv(lam) for lam in options]))]
         return self.refit(np.arange(n))
