@@ -89,3 +89,19 @@ def replica_checksums(model) -> list[float]:
         if max(checksums) - min(checksums) > 1e-9 * max(1.0, abs(checksums[0])):
             raise RuntimeError(f"the DDP replicas ended with different weights: {checksums}")
     return checksums
+
+
+def sft_examples(prompts: list[list[int]], responses: list[list[int]], pad_id: int):
+    """A ``datasets.Dataset`` for supervised fine-tuning on prompt/response pairs: the
+    concatenation, right-padded, with labels -100 on the prompt and the padding (only the
+    response is learned) and an attention mask."""
+    from datasets import Dataset
+
+    width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+    ids, labels, mask = [], [], []
+    for prompt, response in zip(prompts, responses, strict=True):
+        pad = width - len(prompt) - len(response)
+        ids.append(list(prompt) + list(response) + [pad_id] * pad)
+        labels.append([-100] * len(prompt) + list(response) + [-100] * pad)
+        mask.append([1] * (len(prompt) + len(response)) + [0] * pad)
+    return Dataset.from_dict({"input_ids": ids, "labels": labels, "attention_mask": mask})

@@ -1,0 +1,194 @@
+"""On-policy post-training as Lightning modules: GRPO and on-policy distillation (OPD),
+trained through the one trainer factory (``trainer=gpu|ddp|fsdp`` scale them). SFT on
+prompt/response pairs is ``train_causal_lm`` on ``sft_examples`` (``models/lm/training.py``).
+
+Each optimizer step draws a fresh batch of prompts, samples rollouts from the current
+policy (one gradient step per generation, so the old log-probs are the current ones,
+detached, as in TRL), scores them and takes one step on the objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import lightning as L
+import torch
+
+from models.lm.objectives import (
+    generalized_jsd,
+    geometric_consensus,
+    group_advantages,
+    grpo_loss,
+    reverse_kl,
+    sampled_token_opd_loss,
+)
+from models.lm.rollout import (
+    Rollouts,
+    Sampling,
+    completion_logits,
+    sample_rollouts,
+    teacher_forced_logprobs,
+)
+from models.trainer import Compute, make_trainer
+
+# prompt source: (step, generator) -> prompts, each with ``prompt_ids``
+PromptSource = Callable[[int, torch.Generator], Sequence]
+
+
+@dataclass
+class RolloutConfig:
+    prompts_per_step: int = 8
+    group_size: int = 8  # completions per prompt
+    max_new_tokens: int = 16
+    sampling: Sampling = field(default_factory=Sampling)
+    eos_id: int | None = None
+    pad_id: int = 0
+    lr: float = 1e-4
+    warmup_steps: int = 10  # linear learning-rate warm-up (Adam's first steps are large)
+
+
+@dataclass
+class GRPOConfig:
+    scale_rewards: str = "group"  # group | batch | none
+    loss_type: str = "dapo"  # grpo | bnpo | dr_grpo | dapo
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    beta: float = 0.0  # weight of KL3 to the reference model
+
+
+@dataclass
+class OPDConfig:
+    objective: str = "reverse_kl"  # reverse_kl | jsd | sampled
+    beta: float = 1.0  # generalized JSD's beta (0 forward KL, 1 reverse KL)
+
+
+class _OnPolicyModule(L.LightningModule):
+    def __init__(self, policy, prompts: PromptSource, rollout: RolloutConfig, seed: int) -> None:
+        super().__init__()
+        self.policy, self.prompts, self.rollout = policy, prompts, rollout
+        self.generator = torch.Generator().manual_seed(seed)
+        self.history: list[dict[str, float]] = []
+
+    def sample(self, batch_idx: int) -> tuple[list, Rollouts]:
+        tasks = list(self.prompts(batch_idx, self.generator))
+        repeated = [t for t in tasks for _ in range(self.rollout.group_size)]
+        was_training = self.policy.training
+        self.policy.eval()
+        rollouts = sample_rollouts(self.policy, [t.prompt_ids for t in repeated],
+                                   self.rollout.max_new_tokens, self.rollout.sampling,
+                                   self.rollout.eos_id, self.rollout.pad_id, self.generator)
+        self.policy.train(was_training)
+        return repeated, rollouts
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=self.rollout.lr)
+        warmup = max(1, self.rollout.warmup_steps)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+class GRPOModule(_OnPolicyModule):
+    """GRPO with an outcome ``reward(task, completion) -> float``; ``advantage_weights``
+    (optional, per sample) multiply the group advantages."""
+
+    def __init__(self, policy, prompts: PromptSource, reward: Callable, rollout: RolloutConfig,
+                 grpo: GRPOConfig, reference=None, seed: int = 0,
+                 advantage_weights: Callable[[list, Rollouts, torch.Tensor], torch.Tensor]
+                 | None = None) -> None:
+        super().__init__(policy, prompts, rollout, seed)
+        self.reward, self.grpo, self.reference = reward, grpo, reference
+        self.advantage_weights = advantage_weights
+
+    def training_step(self, batch, batch_idx):
+        tasks, rollouts = self.sample(batch_idx)
+        rewards = torch.tensor([float(self.reward(t, c)) for t, c in
+                                zip(tasks, rollouts.completions(), strict=True)])
+        weights = (None if self.advantage_weights is None
+                   else self.advantage_weights(tasks, rollouts, rewards))
+        advantages = group_advantages(rewards, self.rollout.group_size,
+                                      self.grpo.scale_rewards, weights).to(self.device)
+        logps = teacher_forced_logprobs(self.policy, rollouts, self.rollout.sampling)
+        ref = None
+        if self.grpo.beta != 0.0:
+            with torch.no_grad():
+                ref = teacher_forced_logprobs(self.reference, rollouts, self.rollout.sampling)
+        loss = grpo_loss(logps, logps.detach(), advantages, rollouts.completion_mask,
+                         self.grpo.epsilon_low, self.grpo.epsilon_high, self.grpo.beta, ref,
+                         self.grpo.loss_type, self.rollout.max_new_tokens)
+        self.history.append({"reward": float(rewards.mean()), "loss": float(loss.detach())})
+        return loss
+
+
+class OPDModule(_OnPolicyModule):
+    """On-policy distillation of ``policy`` (the student) towards one or several frozen
+    teachers (their weighted geometric consensus when several)."""
+
+    def __init__(self, policy, prompts: PromptSource, teachers: Sequence, rollout: RolloutConfig,
+                 opd: OPDConfig, teacher_weights: Sequence[float] | None = None,
+                 seed: int = 0) -> None:
+        super().__init__(policy, prompts, rollout, seed)
+        self.teachers = list(teachers)
+        self.weights = list(teacher_weights or [1.0 / len(self.teachers)] * len(self.teachers))
+        self.opd = opd
+
+    def teacher_logits(self, rollouts: Rollouts) -> torch.Tensor:
+        with torch.no_grad():
+            logits = [completion_logits(t, rollouts) for t in self.teachers]
+        return logits[0] if len(logits) == 1 else geometric_consensus(logits, self.weights)
+
+    def training_step(self, batch, batch_idx):
+        _, rollouts = self.sample(batch_idx)
+        student = completion_logits(self.policy, rollouts)
+        teacher = self.teacher_logits(rollouts)
+        mask = rollouts.completion_mask
+        if self.opd.objective == "reverse_kl":
+            per_token = reverse_kl(student, teacher)
+            loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+        elif self.opd.objective == "jsd":
+            loss = generalized_jsd(student, teacher, mask, self.opd.beta)
+        elif self.opd.objective == "sampled":
+            tokens = rollouts.completion_ids[..., None]
+            s = torch.log_softmax(student.float(), -1).gather(-1, tokens).squeeze(-1)
+            t = torch.log_softmax(teacher.float(), -1).gather(-1, tokens).squeeze(-1)
+            loss = sampled_token_opd_loss(s, t, mask)
+        else:
+            raise ValueError(f"unknown OPD objective '{self.opd.objective}'; known: "
+                             "reverse_kl, jsd, sampled")
+        self.history.append({"loss": float(loss.detach())})
+        return loss
+
+
+class _Steps(torch.utils.data.Dataset):
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def post_train(module: _OnPolicyModule, steps: int, compute: Compute | None = None,
+               progress_bar: bool = True) -> _OnPolicyModule:
+    """Run ``steps`` optimizer steps of an on-policy module; returns it (``history`` holds
+    the per-step reward / loss)."""
+    loader = torch.utils.data.DataLoader(_Steps(steps), batch_size=None)
+    trainer = make_trainer(compute, progress_bar=progress_bar, max_steps=steps)
+    module.policy.train()
+    trainer.fit(module, loader)
+    module.policy.eval()
+    return module
+
+
+def apply_lora(model, rank: int = 8, alpha: int = 16, target_modules: Sequence[str] = (
+        "q_proj", "k_proj", "v_proj", "o_proj"), dropout: float = 0.0):
+    """Wrap ``model`` with LoRA adapters (peft); only the adapters train."""
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
+                                            target_modules=list(target_modules),
+                                            task_type="CAUSAL_LM"))
