@@ -62,3 +62,11 @@ def make_trainer(compute: Compute | None = None, progress_bar: bool = False, **l
                      precision=compute.precision, logger=False, enable_checkpointing=False,
                      enable_model_summary=False, enable_progress_bar=progress_bar,
                      callbacks=callbacks, **limits)
+
+
+def step_indices(steps: int):
+    """A DataLoader of the step numbers 0 .. steps - 1, one per optimizer step, for modules
+    that make their own batches (on-policy rollouts, populations trained by hand)."""
+    import torch
+
+    return torch.utils.data.DataLoader(range(steps), batch_size=None)

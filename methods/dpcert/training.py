@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from common.errors import UserError
-from models.trainer import Compute, make_trainer
+from models.trainer import Compute, make_trainer, step_indices
 
 
 def hash_partition(x: np.ndarray, k: int) -> np.ndarray:
@@ -50,19 +50,6 @@ class BatchedMLP(nn.Module):
             x = x.expand(self.b2.shape[0], *x.shape)
         h = torch.relu(x @ self.w1 + self.b1) if self.hidden else x
         return h @ self.w2 + self.b2
-
-
-class _Repeat(torch.utils.data.Dataset):
-    """A dataset of ``length`` identical items: one optimizer step per item."""
-
-    def __init__(self, length: int) -> None:
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 class DPAEnsemble(L.LightningModule):
@@ -153,7 +140,7 @@ def fit(module: L.LightningModule, steps: int, compute: Compute | None = None
         raise UserError(f"dpcert trains its model populations on one device; use "
                         f"trainer=auto, cpu or gpu, not strategy {compute.strategy}")
     trainer = make_trainer(compute, max_epochs=1)
-    loader = torch.utils.data.DataLoader(_Repeat(steps), batch_size=None)
+    loader = step_indices(steps)
     with warnings.catch_warnings():  # DP-SGD updates by hand: no optimizer, on purpose
         warnings.filterwarnings("ignore", message=".*configure_optimizers.*")
         trainer.fit(module, loader)

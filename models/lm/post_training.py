@@ -30,7 +30,7 @@ from models.lm.rollout import (
     sample_rollouts,
     teacher_forced_logprobs,
 )
-from models.trainer import Compute, make_trainer
+from models.trainer import Compute, make_trainer, step_indices
 
 # prompt source: (step, generator) -> prompts, each with ``prompt_ids``
 PromptSource = Callable[[int, torch.Generator], Sequence]
@@ -161,22 +161,11 @@ class OPDModule(_OnPolicyModule):
         return loss
 
 
-class _Steps(torch.utils.data.Dataset):
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
 def post_train(module: _OnPolicyModule, steps: int, compute: Compute | None = None,
                progress_bar: bool = True) -> _OnPolicyModule:
     """Run ``steps`` optimizer steps of an on-policy module; returns it (``history`` holds
     the per-step reward / loss)."""
-    loader = torch.utils.data.DataLoader(_Steps(steps), batch_size=None)
+    loader = step_indices(steps)
     trainer = make_trainer(compute, progress_bar=progress_bar, max_steps=steps)
     module.policy.train()
     trainer.fit(module, loader)

@@ -4,22 +4,12 @@ one process, one thread; both return the same beams (tests/test_cfbeam.py)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
+from _timing import best_of
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from methods.cfbeam import CausalLMPolicy, beam_search
-
-
-def best_of(repeats: int, fn) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import torch
+from _timing import best_of
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from models.lm.rollout import Sampling, sample_rollouts
@@ -21,15 +22,6 @@ def tiny_llama() -> LlamaForCausalLM:
         vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
         bos_token_id=None, eos_token_id=None, pad_token_id=0)).eval()
-
-
-def best_of(repeats: int, fn) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def rollout_speed(model) -> None:
