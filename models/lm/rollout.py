@@ -122,10 +122,26 @@ def sample_rollouts(model, prompts: Sequence[Sequence[int]], max_new_tokens: int
     return Rollouts(ids, mask, completion_mask, logprobs, prompt_length)
 
 
+def given_completions(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                      pad_id: int = 0) -> Rollouts:
+    """Rollouts holding given completions (teacher forcing: e.g. reference answers), in the
+    layout ``sample_rollouts`` returns; their ``logprobs`` are left at 0."""
+    ids, mask = left_pad(prompts, pad_id)
+    width = max(len(c) for c in completions)
+    tail = torch.full((len(completions), width), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((len(completions), width), dtype=torch.long)
+    for i, completion in enumerate(completions):
+        tail[i, : len(completion)] = torch.as_tensor(list(completion))
+        completion_mask[i, : len(completion)] = 1
+    return Rollouts(torch.cat([ids, tail], dim=1), torch.cat([mask, completion_mask], dim=1),
+                    completion_mask, torch.zeros(completion_mask.shape), ids.shape[1])
+
+
 def completion_logits(model, rollouts: Rollouts) -> torch.Tensor:
     """Logits (B, T, vocab) predicting each completion token, from one teacher-forced pass
     (gradients flow: training losses use this)."""
-    seq, mask = rollouts.sequences, rollouts.attention_mask
+    device = next(model.parameters()).device
+    seq, mask = rollouts.sequences.to(device), rollouts.attention_mask.to(device)
     width = rollouts.completion_mask.shape[1]
     logits = model(input_ids=seq, attention_mask=mask, position_ids=_positions(mask),
                    logits_to_keep=width + 1).logits
@@ -138,6 +154,7 @@ def teacher_forced_logprobs(model, rollouts: Rollouts, sampling: Sampling | None
     sampling settings (0 where masked)."""
     sampling = sampling or Sampling()
     lp = sampling.log_probs(completion_logits(model, rollouts))
-    tokens = rollouts.completion_ids[:, : lp.shape[1]]
+    tokens = rollouts.completion_ids[:, : lp.shape[1]].to(lp.device)
     picked = lp.gather(-1, tokens[..., None]).squeeze(-1)
-    return torch.where(rollouts.completion_mask.bool(), picked, torch.zeros_like(picked))
+    mask = rollouts.completion_mask.bool().to(lp.device)
+    return torch.where(mask, picked, torch.zeros_like(picked))

@@ -53,7 +53,9 @@ def optimization_of(model_cfg):
 def train_tiny_lm(model_cfg, task, compute=None):
     """Build and train tiny-lm on ``task``; returns the model and a report: held-out accuracy
     per horizon, and the weights checksum of every process (equal under DDP)."""
-    from models.lm.prompting import teacher_forced_accuracy
+    import torch
+
+    from models.lm.rollout import completion_logits, given_completions
     from models.lm.training import replica_checksums, train_causal_lm
 
     model = build_tiny_llama(model_cfg, task.vocab_size, task.pad_id, task.max_length)
@@ -63,8 +65,11 @@ def train_tiny_lm(model_cfg, task, compute=None):
     accuracy = {}
     held_out = task.held_out(np.random.default_rng(int(model_cfg.seed) + 1))
     for horizon, (prompts, targets) in held_out.items():
-        accuracy[horizon] = float(teacher_forced_accuracy(model, prompts, targets,
-                                                          task.pad_id).mean())
+        forced = given_completions(prompts, targets, task.pad_id)
+        with torch.no_grad():
+            right = completion_logits(model, forced).argmax(-1).cpu() == forced.completion_ids
+        mask = forced.completion_mask.bool()  # per example: the fraction of right tokens
+        accuracy[horizon] = float(((right & mask).sum(1) / mask.sum(1)).mean())
     return model, {"held_out_accuracy": accuracy, "replica_checksums": replica_checksums(model)}
 
 
@@ -73,11 +78,11 @@ def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
     from transformers import LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from models.lm import prompting, training
+    from models.lm import rollout, training
 
     config = {"model": {k: model_cfg[k] for k in ARCHITECTURE_KEYS + TRAINING_KEYS},
               "task": task.config}
-    version = code_version(__name__, training, prompting, task.code_module)
+    version = code_version(__name__, training, rollout, task.code_module)
     floor = model_cfg.get("min_held_out_accuracy")
 
     def build(folder: Path):
