@@ -21,10 +21,10 @@ LEN0, EQUALS, EOS, PAD = 10, 22, 23, 24
 VOCAB_SIZE = 25
 
 
-def encode_problem(a: int, b: int, digits: int) -> list[int]:
-    """Prompt token ids for a + b with ``digits``-digit operands."""
-    a_d = [(a // 10**i) % 10 for i in range(MAX_DIGITS)]
-    b_d = [(b // 10**i) % 10 for i in range(MAX_DIGITS)]
+def encode_problem(a: int, b: int, digits: int, width: int = MAX_DIGITS) -> list[int]:
+    """Prompt token ids for a + b with ``digits``-digit operands, zero-padded to ``width``."""
+    a_d = [(a // 10**i) % 10 for i in range(width)]
+    b_d = [(b // 10**i) % 10 for i in range(width)]
     return [LEN0 + digits - 1] + [t for pair in zip(a_d, b_d, strict=True) for t in pair] + [
         EQUALS]
 

@@ -90,26 +90,31 @@ class _OnPolicyModule(L.LightningModule):
                 "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
+# (tasks, rollouts, rewards, group advantages) -> the advantages the loss uses
+AdvantageShaping = Callable[[list, Rollouts, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
 class GRPOModule(_OnPolicyModule):
-    """GRPO with an outcome ``reward(task, completion) -> float``; ``advantage_weights``
-    (optional, per sample) multiply the group advantages."""
+    """GRPO with an outcome ``reward(task, completion) -> float``; ``shape_advantages``
+    (optional) rewrites the group advantages per sample (Prospective Hindsight's surprise
+    weighting plugs in here). Subclasses may override ``sample`` (multi-turn episodes)."""
 
     def __init__(self, policy, prompts: PromptSource, reward: Callable, rollout: RolloutConfig,
                  grpo: GRPOConfig, reference=None, seed: int = 0,
-                 advantage_weights: Callable[[list, Rollouts, torch.Tensor], torch.Tensor]
-                 | None = None) -> None:
+                 shape_advantages: AdvantageShaping | None = None) -> None:
         super().__init__(policy, prompts, rollout, seed)
         self.reward, self.grpo, self.reference = reward, grpo, reference
-        self.advantage_weights = advantage_weights
+        self.shape_advantages = shape_advantages
 
     def training_step(self, batch, batch_idx):
         tasks, rollouts = self.sample(batch_idx)
         rewards = torch.tensor([float(self.reward(t, c)) for t, c in
                                 zip(tasks, rollouts.completions(), strict=True)])
-        weights = (None if self.advantage_weights is None
-                   else self.advantage_weights(tasks, rollouts, rewards))
         advantages = group_advantages(rewards, self.rollout.group_size,
-                                      self.grpo.scale_rewards, weights).to(self.device)
+                                      self.grpo.scale_rewards)
+        if self.shape_advantages is not None:
+            advantages = self.shape_advantages(tasks, rollouts, rewards, advantages)
+        advantages = advantages.to(self.device)
         logps = teacher_forced_logprobs(self.policy, rollouts, self.rollout.sampling)
         ref = None
         if self.grpo.beta != 0.0:
@@ -118,7 +123,9 @@ class GRPOModule(_OnPolicyModule):
         loss = grpo_loss(logps, logps.detach(), advantages, rollouts.completion_mask,
                          self.grpo.epsilon_low, self.grpo.epsilon_high, self.grpo.beta, ref,
                          self.grpo.loss_type, self.rollout.max_new_tokens)
-        self.history.append({"reward": float(rewards.mean()), "loss": float(loss.detach())})
+        groups = rewards.view(-1, self.rollout.group_size)
+        self.history.append({"reward": float(rewards.mean()), "loss": float(loss.detach()),
+                             "zero_variance_groups": float((groups.std(1) == 0).float().mean())})
         return loss
 
 

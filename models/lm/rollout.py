@@ -24,11 +24,14 @@ class Sampling:
     temperature: float = 1.0
     top_k: int = 0  # 0: off
     top_p: float = 1.0  # 1: off
+    suppress: tuple[int, ...] = ()  # tokens never sampled (an environment's own tokens)
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities of the sampling distribution (temperature, then top-k, then
-        top-p, as transformers orders its warpers), from logits (..., vocab)."""
+        """Log-probabilities of the sampling distribution (suppressed tokens removed, then
+        temperature, top-k and top-p, as transformers orders its warpers)."""
         scores = logits.float() / self.temperature
+        if self.suppress:
+            scores[..., list(self.suppress)] = float("-inf")
         if self.top_k > 0:
             kth = torch.topk(scores, min(self.top_k, scores.shape[-1]), dim=-1).values[..., -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -44,7 +47,8 @@ class Sampling:
 class Rollouts:
     sequences: torch.Tensor  # (B, P + T) prompt (left-padded) then completion
     attention_mask: torch.Tensor  # (B, P + T)
-    completion_mask: torch.Tensor  # (B, T): 1 on generated tokens (EOS included)
+    completion_mask: torch.Tensor  # (B, T): 1 on generated tokens (EOS included): the loss
+    # sees these; tokens an environment inserted are in the sequence but not in this mask
     logprobs: torch.Tensor  # (B, T): log-prob of each generated token, 0 where masked
     prompt_length: int  # P
 
@@ -53,9 +57,11 @@ class Rollouts:
         return self.sequences[:, self.prompt_length:]
 
     def completions(self) -> list[list[int]]:
-        """Generated tokens of each rollout (up to and including its EOS)."""
+        """The tokens after each prompt (up to and including the last EOS; environment
+        tokens of multi-turn episodes included)."""
+        span = self.attention_mask[:, self.prompt_length:]
         return [ids[mask.bool()].tolist() for ids, mask in
-                zip(self.completion_ids, self.completion_mask, strict=True)]
+                zip(self.completion_ids, span, strict=True)]
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,63 @@
+"""Schemas of prohind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+class Weighting(Enum):
+    multiplicative = "multiplicative"  # A (1 + lambda sg(s)), the paper's
+    additive = "additive"  # A - lambda sg(s) (RLCR-style shaping)
+    normalized = "normalized"  # A sg(s) / mean(s)
+
+
+class SurpriseKind(Enum):
+    abs = "abs"
+    squared = "squared"
+    log = "log"
+
+
+class Predictor(Enum):
+    token = "token"  # p = k / 9 of the sampled <conf_k>
+    expected = "expected"  # its expectation under the policy
+
+
+@dataclass
+class PHGRPOConfig(MethodConfig):
+    lam: float = MISSING  # the headline lambda (ece_ph, acc_ph)
+    weighting: Weighting = MISSING
+    surprise: SurpriseKind = MISSING
+    predictor: Predictor = MISSING
+    scale_rewards: str = MISSING  # group | batch | none (Bereket-Leskovec ablation: none)
+    loss_type: str = MISSING
+    lr: float = MISSING
+    prompts_per_step: int = MISSING
+    group_size: int = MISSING
+
+
+@dataclass
+class ProhindProtocol:
+    steps: int = MISSING  # GRPO steps per variant
+    lambdas: list[float] = MISSING  # PH strengths compared with GRPO (lambda = 0)
+    turns_multi: int = MISSING  # attempts of a multi-turn episode
+    eval_prompts: int = MISSING  # held-out problems (one episode each)
+
+
+@dataclass
+class ConfidenceAdditionConfig(DatasetConfig):
+    digits: list[int] = MISSING  # the graded difficulties (number of digits)
+    train_examples: int = MISSING
+    noise: float = MISSING  # SFT: sum digits replaced at random with this probability
+    confidence_low: int = MISSING  # SFT: <conf_k> uniform in [low, high], unrelated to
+    confidence_high: int = MISSING  # the problem (an uncalibrated start)
+    retry_fraction: float = MISSING  # SFT: share of two-attempt traces
+
+
+PROTOCOL = ProhindProtocol
+METHODS = {"ph_grpo": PHGRPOConfig}
+DATASETS = {"confidence_addition": ConfidenceAdditionConfig}
