@@ -59,14 +59,17 @@ def sequence_length(max_digits: int) -> int:
     return 1 + 2 * MAX_DIGITS + 1 + 2 * max_digits + 1
 
 
-def training_dataset(n: int, max_digits: int, noise: float, rng: np.random.Generator):
+def training_dataset(n: int, max_digits: int, noise: float, rng: np.random.Generator,
+                     loop_fraction: float = 0.0):
     """A `datasets.Dataset` of padded training sequences (input_ids, labels with -100 on the
-    prompt and padding), every length 1..max_digits equally often."""
+    prompt and padding), every length 1..max_digits equally often. With probability
+    ``loop_fraction`` a target repeats one (sum digit, carry) pair 1-3 extra times (a
+    degenerate, looping writer: such outputs are longer and wrong)."""
     from datasets import Dataset
 
     if not 1 <= max_digits <= MAX_DIGITS:
         raise ValueError(f"max_digits must be in 1..{MAX_DIGITS}, got {max_digits}")
-    length = sequence_length(max_digits)
+    length = sequence_length(max_digits) + (6 if loop_fraction else 0)
     ids, labels = [], []
     for _ in range(n):
         digits = int(rng.integers(1, max_digits + 1))
@@ -75,6 +78,9 @@ def training_dataset(n: int, max_digits: int, noise: float, rng: np.random.Gener
         for i in range(0, 2 * digits, 2):  # noisy sum digits: lower pi(y*) at every step
             if rng.random() < noise:
                 target[i] = int((target[i] + rng.integers(1, 10)) % 10)
+        if loop_fraction and rng.random() < loop_fraction:
+            i = 2 * int(rng.integers(0, digits))
+            target = target[: i + 2] + target[i:i + 2] * int(rng.integers(1, 4)) + target[i + 2:]
         seq = prompt + target
         pad = length - len(seq)
         ids.append(seq + [PAD] * pad)

@@ -48,23 +48,25 @@ class AdditionTask:
     noise: float
     horizons: list[int]
     held_out_per_horizon: int = 64
+    loop_fraction: float = 0.0  # share of targets that repeat one (sum, carry) pair 1-3 times
     vocab_size: int = arithmetic.VOCAB_SIZE
     pad_id: int = arithmetic.PAD
     tokenizer: Any = field(default_factory=arithmetic.ArithmeticTokenizer)
     code_module: Any = arithmetic
 
     @property
-    def max_length(self) -> int:
-        return arithmetic.sequence_length(self.max_digits)
+    def config(self) -> dict:
+        config = {"name": "addition", "max_digits": self.max_digits,
+                  "train_examples": self.train_examples, "noise": self.noise}
+        return config | ({"loop_fraction": self.loop_fraction} if self.loop_fraction else {})
 
     @property
-    def config(self) -> dict:
-        return {"name": "addition", "max_digits": self.max_digits,
-                "train_examples": self.train_examples, "noise": self.noise}
+    def max_length(self) -> int:
+        return arithmetic.sequence_length(self.max_digits) + (6 if self.loop_fraction else 0)
 
     def training_data(self, rng: np.random.Generator):
         return arithmetic.training_dataset(self.train_examples, self.max_digits, self.noise,
-                                           rng)
+                                           rng, self.loop_fraction)
 
     def held_out(self, rng: np.random.Generator) -> dict[int, tuple[list, list]]:
         """{horizon: (prompts, noise-free scratchpads)} on fresh operands."""

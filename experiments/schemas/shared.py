@@ -20,6 +20,7 @@ class RootConfig:
     paper: Any = None  # set by +paper=<key>
     protocol: Any = None  # the paper's protocol settings (schema/protocol/<key>)
     model: Any = MISSING
+    student: Any = None  # a second model, for papers that distil (model = the teacher)
     dataset: Any = MISSING
     method: Any = MISSING
     trainer: Any = MISSING

@@ -61,6 +61,9 @@ class GRPOConfig:
 class OPDConfig:
     objective: str = "reverse_kl"  # reverse_kl | jsd | sampled
     beta: float = 1.0  # generalized JSD's beta (0 forward KL, 1 reverse KL)
+    # sampled objective on rollouts from a proposal q other than the student: per-token
+    # importance weights pi_s / q clipped at this value (None: no weights)
+    importance_clip: float | None = None
 
 
 class _OnPolicyModule(L.LightningModule):
@@ -160,7 +163,11 @@ class OPDModule(_OnPolicyModule):
             tokens = rollouts.completion_ids[..., None]
             s = torch.log_softmax(student.float(), -1).gather(-1, tokens).squeeze(-1)
             t = torch.log_softmax(teacher.float(), -1).gather(-1, tokens).squeeze(-1)
-            loss = sampled_token_opd_loss(s, t, mask)
+            weights = None
+            if self.opd.importance_clip is not None:
+                weights = torch.exp(s.detach() - rollouts.logprobs.to(s.device))
+                weights = weights.clamp(max=self.opd.importance_clip) * mask
+            loss = sampled_token_opd_loss(s, t, mask, weights)
         else:
             raise ValueError(f"unknown OPD objective '{self.opd.objective}'; known: "
                              "reverse_kl, jsd, sampled")

@@ -79,35 +79,53 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+class _Decoder:
+    """One model's next-token logits for a growing batch, with or without a KV cache."""
+
+    def __init__(self, model, use_cache: bool) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.use_cache = model, use_cache
+        self.cache = DynamicCache() if use_cache else None
+
+    def next_logits(self, ids: torch.Tensor, mask: torch.Tensor, new: int) -> torch.Tensor:
+        """Logits after ``ids`` (the last ``new`` tokens not seen yet when cached)."""
+        if self.use_cache:
+            out = self.model(input_ids=ids[:, -new:], attention_mask=mask,
+                             position_ids=_positions(mask)[:, -new:], cache=self.cache,
+                             use_cache=True, logits_to_keep=1)
+            self.cache = out.cache
+        else:
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
+                             logits_to_keep=1)
+        return out.logits[:, -1, :]
+
+
 @torch.no_grad()
 def sample_rollouts(model, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                     sampling: Sampling | None = None, eos_id: int | None = None,
                     pad_id: int = 0, generator: torch.Generator | None = None,
-                    use_cache: bool = True) -> Rollouts:
+                    use_cache: bool = True, combine=None) -> Rollouts:
     """Sample one completion per prompt (repeat a prompt for a group), batched; with
     ``use_cache`` the KV cache is extended one token per step, else every step recomputes
-    the whole sequence (the same draws from the same ``generator``)."""
-    from transformers import DynamicCache
+    the whole sequence (the same draws from the same ``generator``).
 
+    ``model`` may be a list of models decoding in lockstep, each with its own cache;
+    ``combine(list of logits) -> logits`` then defines the distribution sampled from (a
+    mixture proposal), whose log-probs the rollouts hold."""
     sampling = sampling or Sampling()
-    device = next(model.parameters()).device
+    models = list(model) if isinstance(model, list | tuple) else [model]
+    device = next(models[0].parameters()).device
+    decoders = [_Decoder(m, use_cache) for m in models]
     ids, mask = (t.to(device) for t in left_pad(prompts, pad_id))
     prompt_length, batch = ids.shape[1], ids.shape[0]
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     completion_mask = torch.zeros((batch, max_new_tokens), dtype=torch.long, device=device)
     logprobs = torch.zeros((batch, max_new_tokens), device=device)
-    cache = DynamicCache() if use_cache else None
-    step_ids = ids
+    new = prompt_length
     for t in range(max_new_tokens):
-        if use_cache:
-            out = model(input_ids=step_ids, attention_mask=mask,
-                        position_ids=_positions(mask)[:, -step_ids.shape[1]:], cache=cache,
-                        use_cache=True, logits_to_keep=1)
-            cache = out.cache
-        else:
-            out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
-                        logits_to_keep=1)
-        lp = sampling.log_probs(out.logits[:, -1, :])
+        logits = [d.next_logits(ids, mask, new) for d in decoders]
+        lp = sampling.log_probs(logits[0] if combine is None else combine(logits))
         uniform = torch.rand(batch, generator=generator, device="cpu").to(device)
         cdf = lp.exp().cumsum(-1)
         token = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None]).squeeze(-1)
@@ -118,7 +136,7 @@ def sample_rollouts(model, prompts: Sequence[Sequence[int]], max_new_tokens: int
                                      lp.gather(-1, token[:, None]).squeeze(-1))
         ids = torch.cat([ids, token[:, None]], dim=1)
         mask = torch.cat([mask, (~finished).long()[:, None]], dim=1)
-        step_ids = token[:, None]
+        new = 1
         if eos_id is not None:
             finished = finished | (token == eos_id)
         if finished.all():

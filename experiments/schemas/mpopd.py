@@ -1,0 +1,42 @@
+"""Schemas of mpopd."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class MPOPDConfig(MethodConfig):
+    beta: float = MISSING  # teacher weight of the geometric mixture proposal
+    epsilon: float = MISSING  # the trust-region variant's KL budget per prefix
+    objective: str = MISSING  # reverse_kl | jsd | sampled (the student's loss)
+    importance_clip: float = MISSING  # sampled objective: clip of pi_s / q
+    head_refresh_every: int = MISSING  # single-pass proposal head (RECON)
+    head_refresh_steps: int = MISSING
+    lr: float = MISSING
+    prompts_per_step: int = MISSING
+    group_size: int = MISSING
+    max_new_tokens: int = MISSING
+
+
+@dataclass
+class MpopdProtocol:
+    steps: int = MISSING  # student updates per variant (equal for every variant)
+    variants: list[str] = MISSING  # opd | mpopd | mpopd_trust_region | mpopd_head | seqkd | gkd
+    eval_prompts: int = MISSING
+
+
+@dataclass
+class LoopingAdditionConfig(DatasetConfig):
+    max_digits: int = MISSING
+    train_examples: int = MISSING
+    student_loop_fraction: float = MISSING  # the student's shifted pretraining: loops
+
+
+PROTOCOL = MpopdProtocol
+METHODS = {"mpopd": MPOPDConfig}
+DATASETS = {"looping_addition": LoopingAdditionConfig}
