@@ -92,13 +92,20 @@ def _scratchpad_answer(completion: Sequence[int]) -> str | None:
 
 
 def addition_prompts(dataset_cfg, rng: np.random.Generator) -> list[LMPrompt]:
+    """``dataset_cfg.prompts_per_horizon`` fresh problems per horizon in ``horizons``."""
+    return scratchpad_prompts(list(dataset_cfg.horizons), int(dataset_cfg.prompts_per_horizon),
+                              rng)
+
+
+def scratchpad_prompts(horizons: Sequence[int], per_horizon: int, rng: np.random.Generator
+                       ) -> list[LMPrompt]:
+    """Scratchpad-addition prompts for tiny-lm: ``per_horizon`` problems of each digit count."""
     prompts = []
-    for horizon in dataset_cfg.horizons:
-        for a, b in arithmetic.addition_problems(int(dataset_cfg.prompts_per_horizon),
-                                                 int(horizon), rng):
-            prompts.append(LMPrompt(arithmetic.encode_problem(a, b, int(horizon)), str(a + b),
-                                    _scratchpad_answer, arithmetic.EOS, 2 * int(horizon) + 1,
-                                    int(horizon), arithmetic.scratchpad(a, b, int(horizon))))
+    for horizon in map(int, horizons):
+        for a, b in arithmetic.addition_problems(per_horizon, horizon, rng):
+            prompts.append(LMPrompt(arithmetic.encode_problem(a, b, horizon), str(a + b),
+                                    _scratchpad_answer, arithmetic.EOS, 2 * horizon + 1,
+                                    horizon, arithmetic.scratchpad(a, b, horizon)))
     return prompts
 
 

@@ -7,13 +7,17 @@ from teacher rollouts; GKD's mix); held-out accuracy, length, repetition, teache
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.arithmetic import EOS, PAD
-from data.lm_tasks import AdditionTask, addition_prompts
+from data.lm_tasks import AdditionTask, LMPrompt, lm_prompts, scratchpad_prompts
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
@@ -25,72 +29,120 @@ LABELS = {"opd": "OPD", "mpopd": "MPOPD (mixture)", "mpopd_trust_region": "MPOPD
           "mpopd_head": "MPOPD (single-pass head)", "seqkd": "SeqKD", "gkd": "GKD"}
 
 
-def variant_settings(name: str, method) -> tuple[ProposalConfig, OPDConfig]:
+def variant_settings(name: str, method, steps: int) -> tuple[ProposalConfig, OPDConfig]:
     """The proposal and the student's objective of each variant."""
     opd = OPDConfig(objective=method.objective, importance_clip=method.importance_clip
                     if method.objective == "sampled" else None)
+    anneal = steps if method.anneal else None
     head = {"head_refresh_every": method.head_refresh_every,
             "head_refresh_steps": method.head_refresh_steps}
     return {
         "opd": (ProposalConfig("student", None), opd),
-        "mpopd": (ProposalConfig("mixture", method.beta), opd),
-        "mpopd_trust_region": (ProposalConfig("mixture", None, method.epsilon), opd),
-        "mpopd_head": (ProposalConfig("head", method.beta, **head), opd),
+        "mpopd": (ProposalConfig("mixture", method.beta, anneal_steps=anneal), opd),
+        "mpopd_trust_region": (ProposalConfig("mixture", None, method.epsilon,
+                                              anneal_steps=anneal), opd),
+        "mpopd_head": (ProposalConfig("head", method.beta, anneal_steps=anneal, **head), opd),
         "seqkd": (ProposalConfig("teacher", None), OPDConfig(objective="jsd", beta=0.0)),
         "gkd": (ProposalConfig("gkd", None), OPDConfig(objective="jsd", beta=0.5)),
     }[name]
 
 
-def prompt_source(method, digits: list[int]):
-    def prompts(step, generator):
-        seed = int(torch.randint(0, 2**31, (1,), generator=generator))
-        spec = type("Prompts", (), {"horizons": digits,
-                                    "prompts_per_horizon": max(1, method.prompts_per_step
-                                                               // len(digits))})
-        return addition_prompts(spec, np.random.default_rng(seed))
+@dataclass
+class Setting:
+    """Teacher, student, prompts and decoding of one run (tiny addition or real models)."""
 
-    return prompts
+    teacher: Any
+    student: Any
+    train_prompts: Callable[[np.random.Generator], list[LMPrompt]]
+    held_out: list[LMPrompt]
+    max_new_tokens: int
+    eos_id: int
+    pad_id: int
 
 
-def evaluate(student, teacher, tasks, max_new_tokens: int, seed: int) -> dict[str, float]:
-    rollouts = sample_rollouts(student, [t.prompt_ids for t in tasks], max_new_tokens,
-                               eos_id=EOS, pad_id=PAD,
+def tiny_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
+    """A teacher trained on clean addition and a student pretrained on its looping shift."""
+    from models.lm.loader import load_causal_lm
+
+    data, method = cfg.dataset, cfg.method
+    if data.name != "looping_addition":
+        raise UserError(f"tiny-lm teachers train on dataset=looping_addition, not "
+                        f"'{data.name}'; real models take dataset=addition_text, gsm8k or "
+                        "math500")
+    digits = list(range(1, data.max_digits + 1))
+    teacher, _ = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir, AdditionTask(
+        data.max_digits, data.train_examples, 0.0, digits))
+    student, _ = load_causal_lm(cfg.student, ctx.compute, ctx.cache_dir, AdditionTask(
+        data.max_digits, data.train_examples, 0.0, digits,
+        loop_fraction=data.student_loop_fraction))
+    per_step = max(1, method.prompts_per_step // len(digits))
+    return Setting(teacher, student, lambda rng: scratchpad_prompts(digits, per_step, rng),
+                   scratchpad_prompts(digits, cfg.protocol.eval_prompts // len(digits),
+                                      ctx.rng),
+                   method.max_new_tokens, EOS, PAD)
+
+
+def hub_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
+    """Real teacher and student by name (they must share a tokenizer); the dataset's prompts
+    split into held-out (``protocol.eval_prompts``) and training prompts."""
+    from models.lm.loader import load_causal_lm
+
+    if cfg.student.source == "tiny_lm":
+        raise UserError(f"model={cfg.model.name} needs a real student too, e.g. "
+                        "model@student=qwen3-0.6b")
+    teacher, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
+    student, student_tokenizer = load_causal_lm(cfg.student, ctx.compute, ctx.cache_dir)
+    if tokenizer.get_vocab() != student_tokenizer.get_vocab():
+        raise UserError(f"teacher {cfg.model.name} and student {cfg.student.name} have "
+                        "different tokenizers; distillation needs a shared vocabulary")
+    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng)
+    held_out, train = prompts[:cfg.protocol.eval_prompts], prompts[cfg.protocol.eval_prompts:]
+    if not train:
+        raise UserError(f"dataset={cfg.dataset.name} has {len(prompts)} prompts, none left "
+                        f"for training after protocol.eval_prompts={cfg.protocol.eval_prompts}")
+    per_step = cfg.method.prompts_per_step
+
+    def sample(rng: np.random.Generator) -> list[LMPrompt]:
+        return [train[i] for i in rng.choice(len(train), per_step, replace=len(train) < per_step)]
+
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    return Setting(teacher, student, sample, held_out, prompts[0].max_new_tokens, eos, pad)
+
+
+def evaluate(student, setting: Setting, seed: int) -> dict[str, float]:
+    rollouts = sample_rollouts(student, [t.prompt_ids for t in setting.held_out],
+                               setting.max_new_tokens, eos_id=setting.eos_id,
+                               pad_id=setting.pad_id,
                                generator=torch.Generator().manual_seed(seed))
-    return generation_metrics(tasks, rollouts, teacher)
+    return generation_metrics(setting.held_out, rollouts, setting.teacher)
 
 
 @register_paper("mpopd")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    from models.lm.loader import load_causal_lm
+    setting = (tiny_setting if cfg.model.source == "tiny_lm" else hub_setting)(cfg, ctx)
+    setting.teacher.requires_grad_(False)
+    method = cfg.method
 
-    data, method = cfg.dataset, cfg.method
-    digits = list(range(1, data.max_digits + 1))
-    teacher_task = AdditionTask(data.max_digits, data.train_examples, 0.0, digits)
-    student_task = AdditionTask(data.max_digits, data.train_examples, 0.0, digits,
-                                loop_fraction=data.student_loop_fraction)
-    teacher, _ = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir, teacher_task)
-    student, _ = load_causal_lm(cfg.student, ctx.compute, ctx.cache_dir, student_task)
-    teacher.requires_grad_(False)
-    spec = type("Prompts", (), {"horizons": digits,
-                                "prompts_per_horizon": cfg.protocol.eval_prompts // len(digits)})
-    held_out = addition_prompts(spec, ctx.rng)
-    results = {"teacher": evaluate(teacher, teacher, held_out, method.max_new_tokens, ctx.seed),
-               "student_start": evaluate(student, teacher, held_out, method.max_new_tokens,
-                                         ctx.seed)}
+    def prompts(step: int, generator: torch.Generator) -> list[LMPrompt]:
+        seed = int(torch.randint(0, 2**31, (1,), generator=generator))
+        return setting.train_prompts(np.random.default_rng(seed))
+
+    results = {"teacher": evaluate(setting.teacher, setting, ctx.seed),
+               "student_start": evaluate(setting.student, setting, ctx.seed)}
     for name in ctx.progress(list(cfg.protocol.variants), "distillation variants"):
-        proposal, opd = variant_settings(name, method)
-        module = MPOPDModule(copy.deepcopy(student), prompt_source(method, digits), teacher,
+        proposal, opd = variant_settings(name, method, cfg.protocol.steps)
+        module = MPOPDModule(copy.deepcopy(setting.student), prompts, setting.teacher,
                              RolloutConfig(method.prompts_per_step, method.group_size,
-                                           method.max_new_tokens, eos_id=EOS, pad_id=PAD,
-                                           lr=method.lr), opd, proposal, seed=ctx.seed)
+                                           setting.max_new_tokens, eos_id=setting.eos_id,
+                                           pad_id=setting.pad_id, lr=method.lr),
+                             opd, proposal, seed=ctx.seed)
         post_train(module, cfg.protocol.steps, ctx.compute)
-        results[name] = evaluate(module.policy, teacher, held_out, method.max_new_tokens,
-                                 ctx.seed)
+        results[name] = evaluate(module.policy, setting, ctx.seed)
+        ctx.log({f"{key}_{name}": value for key, value in results[name].items()})
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
-    metrics = {}
-    for name, values in results.items():
-        for key, value in values.items():
-            metrics[f"{key}_{name}"] = value
+    metrics = {f"{key}_{name}": value for name, values in results.items()
+               for key, value in values.items()}
     if "opd" in results and "mpopd" in results:
         metrics["len_mpopd_over_opd"] = results["mpopd"]["length"] / results["opd"]["length"]
     ctx.save_figure("variants", _figure(results))

@@ -235,11 +235,10 @@ def addition_lm():
 
 
 def _addition_prompts(step, generator, count=8):
-    from data.lm_tasks import addition_prompts
+    from data.lm_tasks import scratchpad_prompts
 
     seed = int(torch.randint(0, 2**31, (1,), generator=generator))
-    cfg = {"horizons": [1], "prompts_per_horizon": count}
-    return addition_prompts(type("Cfg", (), cfg), np.random.default_rng(seed))
+    return scratchpad_prompts([1], count, np.random.default_rng(seed))
 
 
 def _mean_reward(model, tasks, rollout, samples=8):

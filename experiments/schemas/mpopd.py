@@ -14,7 +14,8 @@ class MPOPDConfig(MethodConfig):
     beta: float = MISSING  # teacher weight of the geometric mixture proposal
     epsilon: float = MISSING  # the trust-region variant's KL budget per prefix
     objective: str = MISSING  # reverse_kl | jsd | sampled (the student's loss)
-    importance_clip: float = MISSING  # sampled objective: clip of pi_s / q
+    importance_clip: float | None = MISSING  # sampled objective: clip of pi_s / q (null: no IS)
+    anneal: bool = MISSING  # anneal beta (epsilon) linearly to 0 over the steps
     head_refresh_every: int = MISSING  # single-pass proposal head (RECON)
     head_refresh_steps: int = MISSING
     lr: float = MISSING

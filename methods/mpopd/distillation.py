@@ -29,6 +29,14 @@ class ProposalConfig:
     head_refresh_every: int = 10  # single-pass head: re-distil every this many steps ...
     head_refresh_steps: int = 5  # ... for this many steps (reverse KL to the mixture)
     head_lr: float = 3e-3
+    # linear anneal of beta (or epsilon) to 0 over this many steps (None: constant), as
+    # trust-region behaviour blending anneals its budget
+    anneal_steps: int | None = None
+
+    def scale(self, step: int) -> float:
+        if self.anneal_steps is None:
+            return 1.0
+        return max(0.0, 1.0 - step / self.anneal_steps)
 
 
 class MPOPDModule(OPDModule):
@@ -44,10 +52,12 @@ class MPOPDModule(OPDModule):
         self.head_optimizer = (torch.optim.Adam(self.head.parameters(), lr=proposal.head_lr)
                                if self.head is not None else None)
 
-    def mixture(self) -> MixtureProposal:
-        p = self.proposal
-        return MixtureProposal(beta=None if p.epsilon is not None else p.beta,
-                               epsilon=p.epsilon)
+    def mixture(self, step: int) -> MixtureProposal:
+        """The proposal at ``step`` (beta or epsilon scaled by the anneal schedule)."""
+        p, scale = self.proposal, self.proposal.scale(step)
+        if p.epsilon is not None:
+            return MixtureProposal(epsilon=p.epsilon * scale)
+        return MixtureProposal(beta=p.beta * scale)
 
     def sample(self, batch_idx: int):
         tasks = list(self.prompts(batch_idx, self.generator))
@@ -63,7 +73,7 @@ class MPOPDModule(OPDModule):
         sample = {"student": lambda: self._roll(self.policy, prompts),
                   "teacher": lambda: self._roll(self.teacher, prompts),
                   "mixture": lambda: self._roll([self.policy, self.teacher], prompts,
-                                                self.mixture()),
+                                                self.mixture(batch_idx)),
                   "head": lambda: self._roll(self._refreshed_head(batch_idx, prompts),
                                              prompts)}[kind]
         rollouts = sample()
@@ -79,7 +89,7 @@ class MPOPDModule(OPDModule):
         """The single-pass proposal, distilled (full-vocabulary reverse KL on its own
         rollouts) towards the current lockstep mixture every ``head_refresh_every`` steps."""
         if batch_idx % self.proposal.head_refresh_every == 0:
-            mixture = self.mixture()
+            mixture = self.mixture(batch_idx)
             self.head.train()
             for _ in range(self.proposal.head_refresh_steps):
                 rollouts = self._roll(self.head, prompts)

@@ -31,7 +31,7 @@ def trust_region_beta(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     """Per row, the largest beta in [0, 1] with KL(q_beta || pi_s) <= epsilon (bisection;
     1 where KL(pi_T || pi_s) <= epsilon). Shape (..., 1)."""
     log_s = torch.log_softmax(student_logits.float(), dim=-1)
-    low = torch.zeros(log_s.shape[:-1] + (1,))
+    low = torch.zeros(log_s.shape[:-1] + (1,), device=log_s.device)
     high = torch.ones_like(low)
     def within(beta: torch.Tensor) -> torch.Tensor:
         mixture = geometric_mixture(student_logits, teacher_logits, beta)

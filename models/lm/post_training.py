@@ -9,6 +9,7 @@ detached, as in TRL), scores them and takes one step on the objective.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -182,7 +183,9 @@ def post_train(module: _OnPolicyModule, steps: int, compute: Compute | None = No
     loader = step_indices(steps)
     trainer = make_trainer(compute, progress_bar=progress_bar, max_steps=steps)
     module.policy.train()
-    trainer.fit(module, loader)
+    with warnings.catch_warnings():  # frozen teachers / proposal models stay in eval mode
+        warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")
+        trainer.fit(module, loader)
     module.policy.eval()
     return module
 
