@@ -1,4 +1,4 @@
-"""mpopd protocol: a teacher trained on clean addition and a smaller student pretrained on
+"""mpopd protocol: a teacher trained on clean addition and a same-size student pretrained on
 a shifted, looping version of it; the same student is then distilled with each variant for
 the same number of updates (OPD from its own rollouts; MPOPD from the lockstep geometric
 mixture, fixed beta and trust region; MPOPD from a single-pass proposal head, RECON; SeqKD

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.confidence_tasks import ConfidenceAdditionTask, graded_prompts
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
@@ -63,6 +64,9 @@ def train_variant(policy, lam: float, turns: int, cfg: DictConfig, ctx: RunConte
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
 
+    if cfg.model.source != "tiny_lm":
+        raise UserError(f"model={cfg.model.name}: prohind's confidence-token episodes are in "
+                        "tiny-lm's token format; a real-model path is not built yet")
     data = cfg.dataset
     max_digits = max(data.digits)
     task = ConfidenceAdditionTask(max_digits, data.train_examples, data.noise,

@@ -281,3 +281,15 @@ def test_tiny_teacher_rejects_other_datasets(tmp_path):
         run_paper(["+paper=mpopd", "dataset=gsm8k"], tmp_path / "run")
     failed = json.loads((tmp_path / "run" / "failed.json").read_text())
     assert "looping_addition" in failed["error"]
+
+
+@pytest.mark.slow
+def test_smollm2_teacher_and_student_run_offline(run_dir):
+    metrics = run_paper(["+paper=mpopd", "model=smollm2-135m", "model@student=smollm2-135m",
+                         "dataset=addition_text", "dataset.horizons=[1]",
+                         "dataset.prompts_per_horizon=6", "dataset.max_new_tokens=8",
+                         "protocol.eval_prompts=2", "protocol.steps=1",
+                         "protocol.variants=[opd,mpopd]", "method.prompts_per_step=2",
+                         "method.group_size=2"], run_dir)
+    assert metrics["acc_teacher"] == metrics["acc_student_start"]  # the same model
+    assert np.isfinite(metrics["len_mpopd_over_opd"])

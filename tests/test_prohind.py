@@ -3,6 +3,8 @@ closed forms and hand-made cases, episodes, and a smoke run."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -134,3 +136,10 @@ def test_prohind_smoke_run(run_dir, tmp_path):
                 "underconf_success_rate_multi", "zero_variance_group_frac"):
         assert key in metrics
     assert (run_dir / "figures" / "calibration_vs_lambda.png").is_file()
+
+
+def test_real_models_are_refused_with_one_line(tmp_path):
+    with pytest.raises(SystemExit):
+        run_paper(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run")
+    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    assert "tiny-lm's token format" in failed["error"]
