@@ -18,9 +18,9 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.prohind import (
     brier,
+    episode_confidence,
     expected_calibration_error,
     miscalibration_modes,
-    prospective_confidence,
     run_episodes,
     success_auroc,
 )
@@ -28,13 +28,14 @@ from methods.prohind.training import PHConfig, PHGRPOModule
 from models.lm.post_training import GRPOConfig, RolloutConfig, post_train
 
 
-def evaluate(policy, tasks, turns: int, max_digits: int, seed: int) -> dict[str, float]:
+def evaluate(policy, tasks, turns: int, max_digits: int, seed: int, predictor: str
+             ) -> dict[str, float]:
     """One episode per held-out task: accuracy and the calibration of the prospective p."""
     rollouts = run_episodes(policy, tasks, turns, max_digits,
                             torch.Generator().manual_seed(seed))
     y = np.array([t.correct(c) for t, c in zip(tasks, rollouts.completions(), strict=True)],
                  dtype=float)
-    p = prospective_confidence(rollouts.completion_ids[:, 0]).numpy()
+    p = episode_confidence(policy, rollouts, predictor).numpy()
     over, under = miscalibration_modes(p, y)
     return {"acc": float(y.mean()), "ece": expected_calibration_error(p, y),
             "brier": brier(p, y), "auroc": success_auroc(p, y), "overconf_fail_rate": over,
@@ -78,11 +79,12 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     lambdas = sorted({0.0, *cfg.protocol.lambdas, cfg.method.lam})
     rows, results, zero_variance = [], {}, []
     for regime, turns in (("single", 1), ("multi", cfg.protocol.turns_multi)):
-        results[(regime, "sft")] = evaluate(policy, held_out, turns, max_digits, ctx.seed)
+        results[(regime, "sft")] = evaluate(policy, held_out, turns, max_digits, ctx.seed,
+                                            cfg.method.predictor.name)
         for lam in ctx.progress(lambdas, f"GRPO variants ({regime}-turn)"):
             module = train_variant(policy, lam, turns, cfg, ctx, max_digits)
             results[(regime, lam)] = evaluate(module.policy, held_out, turns, max_digits,
-                                              ctx.seed)
+                                              ctx.seed, cfg.method.predictor.name)
             zero_variance += [h["zero_variance_groups"] for h in module.history]
             ctx.log({f"train_reward_{regime}_lambda{lam:g}": float(np.mean(
                 [h["reward"] for h in module.history[-10:]]))})

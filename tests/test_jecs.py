@@ -151,7 +151,8 @@ def test_min_k_percent_matches_a_direct_computation():
     scores = min_k_percent(model, items, 20)
     for item, score in zip(items, scores, strict=True):
         with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=torch.from_numpy(item)[None]).logits[0, :-1], -1)
+            logits = model(input_ids=torch.from_numpy(item)[None]).logits
+        logp = torch.log_softmax(logits[0, :-1], -1)
         token_lp = np.sort([float(logp[t, item[t + 1]]) for t in range(10)])
         assert score == pytest.approx(token_lp[:2].mean(), abs=1e-5)  # ceil(10 * 20%) = 2
 

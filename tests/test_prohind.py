@@ -13,6 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from data.confidence_tasks import CONF0, EOS, VOCAB_SIZE, WRONG, ConfidencePrompt, attempts
 from methods.prohind import (
     brier,
+    episode_confidence,
     expected_calibration_error,
     miscalibration_modes,
     ph_advantages,
@@ -125,8 +126,30 @@ def test_multi_turn_episodes_mask_the_environment_tokens():
     assert all(WRONG not in c for c in single.completions())
 
 
-def test_prohind_smoke_run(run_dir, tmp_path):
-    metrics = run_paper(["+paper=prohind", "dataset.train_examples=2000",
+def test_episode_confidence_reads_the_token_or_the_policy_expectation():
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+        bos_token_id=None, eos_token_id=None, pad_token_id=24)).eval()
+    prompt = [10, 3, 4, 22]
+    episodes = run_episodes(model, [ConfidencePrompt(prompt, 7, 1)] * 4, 1, 1,
+                            torch.Generator().manual_seed(0))
+    first = episodes.completion_ids[:, 0]
+    expected_token = torch.where((first >= CONF0) & (first < CONF0 + 10),
+                                 (first - CONF0).float() / 9, torch.tensor(0.5))
+    torch.testing.assert_close(episode_confidence(model, episodes, "token"), expected_token)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt])).logits[0, -1, CONF0:CONF0 + 10]
+    direct = float(torch.softmax(logits, -1) @ (torch.arange(10) / 9))
+    torch.testing.assert_close(episode_confidence(model, episodes, "expected"),
+                               torch.full((4,), direct), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("predictor", ["token", "expected"])
+def test_prohind_smoke_run(run_dir, tmp_path, predictor):
+    metrics = run_paper(["+paper=prohind", f"method.predictor={predictor}",
+                         "dataset.train_examples=2000",
                          "dataset.digits=[1,2]", "model.steps=60",
                          "model.min_held_out_accuracy=null", "protocol.steps=3",
                          "protocol.lambdas=[1.0]", "protocol.eval_prompts=16",

@@ -10,10 +10,17 @@ from methods.prohind.calibration import (
     zero_variance_group_fraction,
 )
 from methods.prohind.episodes import run_episodes
-from methods.prohind.surprise import WEIGHTINGS, ph_advantages, prospective_confidence, surprise
+from methods.prohind.surprise import (
+    WEIGHTINGS,
+    episode_confidence,
+    ph_advantages,
+    prospective_confidence,
+    surprise,
+)
 
 __all__ = [
-    "WEIGHTINGS", "brier", "expected_calibration_error", "miscalibration_modes",
-    "ph_advantages", "prospective_confidence", "run_episodes", "success_auroc", "surprise",
+    "WEIGHTINGS", "brier", "episode_confidence", "expected_calibration_error",
+    "miscalibration_modes", "ph_advantages", "prospective_confidence", "run_episodes",
+    "success_auroc", "surprise",
     "zero_variance_group_fraction",
 ]

@@ -39,6 +39,18 @@ def prospective_confidence(first_token: torch.Tensor, first_logits: torch.Tensor
     return torch.where(valid, k.float() / 9, torch.full_like(k, 0.5, dtype=torch.float))
 
 
+def episode_confidence(policy, rollouts, mode: str = "token") -> torch.Tensor:
+    """The prospective p of each episode: from its first completion token, or (``expected``)
+    from the policy's distribution at that position (one no-grad forward pass)."""
+    first_logits = None
+    if mode == "expected":
+        from models.lm.rollout import completion_logits
+
+        with torch.no_grad():
+            first_logits = completion_logits(policy, rollouts)[:, 0].cpu()
+    return prospective_confidence(rollouts.completion_ids[:, 0].cpu(), first_logits, mode)
+
+
 def surprise(evaluation: torch.Tensor, prediction: torch.Tensor, kind: str = "abs"
              ) -> torch.Tensor:
     """s = |e - p|, (e - p)^2 or -log p(e) (p clipped to [1e-4, 1 - 1e-4])."""

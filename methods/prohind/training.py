@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from methods.prohind.episodes import EPISODE_SAMPLING, run_episodes
-from methods.prohind.surprise import ph_advantages, prospective_confidence, surprise
+from methods.prohind.surprise import episode_confidence, ph_advantages, surprise
 from models.lm.post_training import GRPOConfig, GRPOModule, RolloutConfig
 
 
@@ -43,6 +43,6 @@ class PHGRPOModule(GRPOModule):
 
     def weight(self, tasks, rollouts, rewards: torch.Tensor, advantages: torch.Tensor
                ) -> torch.Tensor:
-        p = prospective_confidence(rollouts.completion_ids[:, 0])
+        p = episode_confidence(self.policy, rollouts, self.ph.predictor)
         return ph_advantages(advantages, surprise(rewards, p, self.ph.surprise), self.ph.lam,
                              self.ph.weighting)
