@@ -118,7 +118,7 @@ class RunContext:
         return path
 
     def cached(self, kind: str, config: Mapping[str, Any], version: str,
-               build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
+               build: Callable[[Path], T], load: Callable[[Path], T]) -> T:
         """An expensive artefact (a trained model, converted weights) from
         ``cache_dir/<kind>/<hash of config and version>``: built atomically once, rebuilt
         when incomplete or unreadable (see ``common/cache.py``)."""

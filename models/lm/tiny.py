@@ -42,6 +42,23 @@ def build_tiny_llama(model_cfg, vocab_size: int, pad_id: int, max_positions: int
         return LlamaForCausalLM(config)
 
 
+def build_tiny_gpt2(model_cfg, vocab_size: int, pad_id: int, eos_id: int, max_positions: int,
+                    seed: int | None = None):
+    """A fresh GPT-2-config model (ProtGPT2's architecture, scaled down, no dropout, as
+    tiny-lm) with the same size fields as ``build_tiny_llama``; initial weights depend on
+    ``seed`` only."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=vocab_size, n_positions=max_positions,
+                        n_embd=model_cfg.hidden, n_layer=model_cfg.layers,
+                        n_head=model_cfg.heads, bos_token_id=eos_id, eos_token_id=eos_id,
+                        pad_token_id=pad_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(model_cfg.seed if seed is None else seed))
+        return GPT2LMHeadModel(config)
+
+
 def optimization_of(model_cfg):
     from models.lm.training import Optimization
 

@@ -66,6 +66,7 @@ def train_causal_lm(model, data, optimization: Optimization, seed: int,
         drop_last=len(data) > optimization.batch_size,
         generator=torch.Generator().manual_seed(seed))
     trainer = make_trainer(compute, progress_bar=progress_bar, max_steps=optimization.steps)
+    model.train()  # a loaded or copied model arrives in eval mode
     trainer.fit(CausalLMModule(model, optimization), loader)
     return model.to((compute or Compute()).device).eval()
 

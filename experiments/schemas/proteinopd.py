@@ -1,0 +1,59 @@
+"""Schemas of proteinopd."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class ProteinOPDConfig(MethodConfig):
+    weights: list[float] = MISSING  # teacher weights, one per protocol.objectives entry
+    objective: str = MISSING  # jsd | reverse_kl | sampled (the student's OPD loss)
+    jsd_beta: float = MISSING  # generalized JSD's beta (0.5: the official run script)
+    weighting: str = MISSING  # static | entropy (dynamic per-token weights)
+    teacher_temperature: float = MISSING  # tau_k of log_softmax(z_k / tau_k)
+    lr: float = MISSING
+    sequences_per_step: int = MISSING
+
+
+@dataclass
+class ProteinopdProtocol:
+    objectives: list[str] = MISSING  # thermostability | solubility | stability | charge
+    teacher_top_fraction: float = MISSING  # a teacher finetunes on this top share
+    teacher_steps: int = MISSING
+    teacher_lr: float = MISSING
+    opd_steps: int = MISSING  # student updates of every distillation variant
+    rl_steps: int = MISSING  # GRPO updates of the RL baseline
+    rl_group_size: int = MISSING
+    rl_lr: float = MISSING
+    rl_kl_beta: float = MISSING  # GRPO's KL3 penalty to the base model
+    pareto_weights: list[float] = MISSING  # w of the first objective along the front
+    eval_samples: int = MISSING
+    invalid_score: float = MISSING  # design score of a sequence shorter than min_length
+    gain_fraction: float = MISSING  # time-to-gain target: this share of the smaller gain
+
+
+@dataclass
+class SyntheticProteinsConfig(DatasetConfig):
+    sequences: int = MISSING
+    families: int = MISSING
+    concentration: float = MISSING  # Dirichlet spread of family compositions (lower: wider)
+    min_length: int = MISSING
+    max_length: int = MISSING
+    seed: int = MISSING  # the corpus is fixed across run seeds
+
+
+@dataclass
+class FastaProteinsConfig(DatasetConfig):
+    path: str = MISSING
+    min_length: int = MISSING
+    max_length: int = MISSING
+
+
+PROTOCOL = ProteinopdProtocol
+METHODS = {"proteinopd": ProteinOPDConfig}
+DATASETS = {"synthetic_proteins": SyntheticProteinsConfig, "fasta_proteins": FastaProteinsConfig}

@@ -1,0 +1,221 @@
+"""proteinopd: the teacher target against its definitions and identities, the OPD
+estimator towards the consensus by enumeration, properties against biopython and
+`peptides`, the corpus and encoding, time-to-gain on hand-made curves, and runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+from Bio.SeqUtils.ProtParam import ProteinAnalysis
+
+from data import proteins
+from methods.proteinopd import (
+    DesignScore,
+    aliphatic_index,
+    gravy,
+    longest_homopolymer,
+    mean_pairwise_identity,
+    score,
+    standard_residues,
+    teacher_target,
+    time_to_gain,
+)
+from models.lm.objectives import generalized_jsd, reverse_kl, sampled_token_opd_loss
+
+from .conftest import run_paper
+
+# a fixed test sequence (standard residues only)
+SEQUENCE = ("MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSL"
+            "AKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERV")
+
+
+def _teachers(k=3, vocab=6, rows=4, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [2 * torch.randn(rows, vocab, generator=gen) for _ in range(k)]
+
+
+# -- the teacher target -------------------------------------------------------------------------
+
+def test_one_teacher_with_weight_one_is_that_teacher():
+    teachers = _teachers()
+    for mixture in ("geometric", "arithmetic"):
+        target = teacher_target(teachers, [0.0, 1.0, 0.0], mixture)
+        torch.testing.assert_close(target, torch.log_softmax(teachers[1], -1))
+
+
+def test_identical_teachers_give_that_teacher_for_any_weights():
+    z = _teachers(k=1)[0]
+    for weights in ([0.2, 0.8], [0.5, 0.5], [0.9, 0.1]):
+        for mixture, weighting in itertools.product(("geometric", "arithmetic"),
+                                                    ("static", "entropy")):
+            target = teacher_target([z, z.clone()], weights, mixture, weighting)
+            torch.testing.assert_close(target, torch.log_softmax(z, -1))
+
+
+def test_geometric_target_is_the_normalized_weighted_log_sum_and_arithmetic_the_mixture():
+    teachers, w = _teachers(), [0.2, 0.5, 0.3]
+    probs = [torch.softmax(z, -1).double() for z in teachers]
+    product = probs[0] ** 0.2 * probs[1] ** 0.5 * probs[2] ** 0.3
+    torch.testing.assert_close(teacher_target(teachers, w).exp().double(),
+                               product / product.sum(-1, keepdim=True), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(teacher_target(teachers, w, "arithmetic").exp().double(),
+                               0.2 * probs[0] + 0.5 * probs[1] + 0.3 * probs[2],
+                               atol=1e-6, rtol=1e-5)
+    # unnormalized weights mean the same as normalized ones; temperatures divide the logits
+    torch.testing.assert_close(teacher_target(teachers, [2, 5, 3]), teacher_target(teachers, w))
+    cooled = teacher_target(teachers, w, temperatures=[0.5, 0.5, 0.5])
+    torch.testing.assert_close(cooled, teacher_target([2 * z for z in teachers], w))
+
+
+def test_entropy_weighting_favours_the_confident_teacher():
+    sharp = torch.tensor([[8.0, 0, 0, 0]])
+    flat = torch.tensor([[0.0, 0.1, 0, 0.1]])
+    static = teacher_target([sharp, flat], [0.5, 0.5])
+    dynamic = teacher_target([sharp, flat], [0.5, 0.5], weighting="entropy")
+    assert dynamic.exp()[0, 0] > static.exp()[0, 0]
+
+
+def test_consensus_minimises_the_weighted_reverse_kl_and_jsd_beta_one_is_the_identity():
+    """sum_k w_k KL(q || pi_k) = KL(q || g) - log Z: the consensus is the minimiser, and a
+    student equal to it has loss 0 under reverse KL and JSD."""
+    teachers, w = _teachers(rows=1), [0.2, 0.5, 0.3]
+    g = teacher_target(teachers, w)
+    log_z = torch.logsumexp(sum(wk * torch.log_softmax(z, -1)
+                                for wk, z in zip(w, teachers, strict=True)), -1)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(10):
+        q = 3 * torch.randn(1, 6, generator=gen)
+        weighted = sum(wk * reverse_kl(q, z) for wk, z in zip(w, teachers, strict=True))
+        torch.testing.assert_close(weighted, reverse_kl(q, g) - log_z)
+        torch.testing.assert_close(generalized_jsd(q, g, beta=1.0), reverse_kl(q, g).mean())
+    assert float(reverse_kl(g, g).abs().max()) < 1e-6
+    assert float(generalized_jsd(g, g, beta=0.5)) < 1e-6
+
+
+def test_sampled_estimator_towards_the_consensus_is_unbiased_by_enumeration():
+    """V = 3, one token: E_{y ~ pi_s}[grad of the sampled surrogate with the consensus as
+    teacher] = grad KL(pi_s || g)."""
+    theta = torch.randn(1, 3, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    g = teacher_target(_teachers(k=2, vocab=3, rows=1, seed=6), [0.4, 0.6])
+    student = torch.log_softmax(theta, -1)
+    (exact,) = torch.autograd.grad(reverse_kl(student, g).sum(), theta, retain_graph=True)
+    expected = sum(student[0, y].exp().detach() * sampled_token_opd_loss(
+        student[:, y:y + 1], g[:, y:y + 1], torch.ones(1, 1)) for y in range(3))
+    (estimate,) = torch.autograd.grad(expected, theta)
+    torch.testing.assert_close(estimate, exact, atol=1e-6, rtol=1e-5)
+
+
+# -- properties and data ------------------------------------------------------------------------
+
+def test_properties_equal_biopython_and_peptides():
+    peptides = pytest.importorskip("peptides")
+    reference = peptides.Peptide(SEQUENCE)
+    assert aliphatic_index(SEQUENCE) == pytest.approx(reference.aliphatic_index(), abs=1e-9)
+    assert gravy(SEQUENCE) == pytest.approx(ProteinAnalysis(SEQUENCE).gravy(), abs=1e-12)
+    assert score([SEQUENCE], "stability")[0] == pytest.approx(
+        -reference.instability_index(), abs=0.01)  # the same table, rounded differently
+    assert score([SEQUENCE], "charge")[0] == pytest.approx(
+        ProteinAnalysis(SEQUENCE).charge_at_pH(7.0))
+
+
+def test_non_standard_residues_are_removed_before_scoring():
+    assert standard_residues("mkXtBZUo") == "MKT"
+    assert score(["MKXAVLB"], "thermostability")[0] == aliphatic_index("MKAVL")
+    assert np.isnan(score(["X"], "solubility")[0])
+    with pytest.raises(ValueError, match="unknown objective"):
+        score([SEQUENCE], "foldability")
+
+
+def test_design_score_standardizes_and_marks_invalid_sequences():
+    corpus = proteins.synthetic_corpus(200, np.random.default_rng(0), min_length=20,
+                                       max_length=40)
+    design = DesignScore(["thermostability", "solubility"], [0.5, 0.5], corpus, 20)
+    z = design.standardized(corpus)
+    np.testing.assert_allclose(z.mean(1), 0, atol=1e-9)
+    np.testing.assert_allclose(z.std(1), 1, atol=1e-9)
+    np.testing.assert_allclose(design(corpus), 0.5 * z[0] + 0.5 * z[1])
+    assert design(["MKV"])[0] == design.invalid
+    assert design([corpus[0]], finished=[False])[0] == design.invalid
+
+
+def test_encoding_round_trips_and_the_corpus_follows_its_settings():
+    corpus = proteins.synthetic_corpus(50, np.random.default_rng(1), min_length=30,
+                                       max_length=60)
+    assert all(30 <= len(s) <= 60 and set(s) <= set(proteins.AMINO_ACIDS) for s in corpus)
+    assert proteins.decode(proteins.encode(corpus[0]) + [proteins.EOS, 3]) == corpus[0]
+    with pytest.raises(Exception, match="non-standard"):
+        proteins.encode("MKX")
+    row = proteins.ProteinLMData(["MKV"], 5).dataset()[0]
+    assert row["input_ids"] == [proteins.EOS, 10, 8, 17, proteins.EOS, proteins.PAD,
+                                proteins.PAD]
+    assert row["labels"] == [-100, 10, 8, 17, proteins.EOS, -100, -100]
+
+
+def test_fasta_reader(tmp_path):
+    path = tmp_path / "x.fasta"
+    path.write_text(">a\nMKV\nLLA\n>b desc\nGG\n")
+    assert proteins.read_fasta(path) == ["MKVLLA", "GG"]
+
+
+def test_homopolymer_and_identity_on_hand_made_sequences():
+    assert longest_homopolymer("MKKKVLLA") == 3
+    assert longest_homopolymer("") == 0
+    assert mean_pairwise_identity(["AAAA", "AAAA"], 5, np.random.default_rng(0)) == 1.0
+    assert mean_pairwise_identity(["ACDE", "CDEA"], 5, np.random.default_rng(0)) == 0.0
+
+
+def test_time_to_gain_on_hand_made_curves():
+    fast = [(t, min(t, 1.0)) for t in np.arange(0, 5, 0.1)]  # reaches gain 1 at t = 1
+    slow = [(t, min(t / 4, 1.0)) for t in np.arange(0, 10, 0.1)]  # at t = 4
+    timing = time_to_gain(fast, slow, 0.0, fraction=0.5, window=1)
+    assert timing["opd_seconds"] == pytest.approx(0.5)
+    assert timing["rl_seconds"] == pytest.approx(2.0)
+    assert timing["speedup"] == pytest.approx(4.0)
+    assert timing["rl_reached"]
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+def _small(tmp_path):
+    return ["+paper=proteinopd", "model.steps=30",
+            "protocol.teacher_steps=10", "protocol.opd_steps=6", "protocol.rl_steps=12",
+            "protocol.eval_samples=32", "protocol.pareto_weights=[0.0,0.5,1.0]",
+            f"paths.cache_dir={tmp_path / 'cache'}"]
+
+
+def test_proteinopd_smoke_run(run_dir, tmp_path):
+    metrics = run_paper(_small(tmp_path) + ["dataset.sequences=300"], run_dir)
+    for key in ("property_gain_opd", "property_gain_rl", "designability_nll_opd_minus_base",
+                "designability_nll_rl_minus_base", "time_speedup_opd_vs_rl",
+                "property_gain_arithmetic", "property_gain_single",
+                "property_gain_sequential"):
+        assert key in metrics and np.isfinite(metrics[key])
+    assert (run_dir / "figures" / "proteinopd.png").is_file()
+    again = run_paper(_small(tmp_path) + ["dataset.sequences=300"], tmp_path / "again")
+    assert again["property_gain_opd"] == metrics["property_gain_opd"]
+
+
+def test_weights_must_match_the_objectives(tmp_path):
+    with pytest.raises(SystemExit):
+        run_paper(["+paper=proteinopd", "method.weights=[1.0]"], tmp_path / "run")
+    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    assert "method.weights has 1 entries for 2 objectives" in failed["error"]
+
+
+def test_a_fasta_corpus_runs_through_the_same_protocol(run_dir, tmp_path):
+    corpus = proteins.synthetic_corpus(300, np.random.default_rng(2), min_length=30,
+                                       max_length=60)
+    fasta = tmp_path / "corpus.fasta"
+    fasta.write_text("".join(f">seq{i}\n{s}\n" for i, s in enumerate(corpus)))
+    metrics = run_paper(_small(tmp_path) + ["dataset=fasta_proteins", f"dataset.path={fasta}",
+                                            "dataset.max_length=60"], run_dir)
+    assert np.isfinite(metrics["property_gain_opd"])
+
+
+def test_time_to_gain_handles_curves_shorter_than_the_window():
+    timing = time_to_gain([(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (2.0, 2.0)], 0.0, window=10)
+    assert timing["opd_seconds"] == 1.0 and timing["rl_seconds"] == 2.0
