@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
@@ -97,8 +98,13 @@ def test_every_named_sweep_composes_and_sweeps_real_keys(paper, sweep):
     cfg = compose_config([f"+paper={paper}", f"+sweep={sweep}"])
     params = cfg.hydra.sweeper.params
     assert params, f"{paper}/{sweep} sweeps nothing"
+    parser = OverridesParser.create()
     for key, values in params.items():
-        option = str(values).split(",")[0]
+        override = parser.parse_override(f"{key}={values}")
+        first = (next(iter(override.sweep_iterator())) if override.is_sweep_override()
+                 else override.value())
+        option = ("[" + ",".join(map(str, first)) + "]" if isinstance(first, list)
+                  else str(first))
         if key in ("method", "dataset", "model", "trainer"):
             compose_config([f"+paper={paper}", f"{key}={option}"])
         else:  # the swept key exists, and its first value composes
