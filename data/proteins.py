@@ -6,13 +6,14 @@
   amino-acid composition (UniProtKB/Swiss-Prot statistics), so properties such as the aliphatic
   index or GRAVY vary between sequences as they do between natural families.
 - ``read_fasta``: sequences from a FASTA file (a user's corpus for real models).
-- The character vocabulary: the 20 standard amino acids, ``<eos>`` (also the unconditional
-  prompt, as in ProtGPT2) and ``<pad>``.
+- ``Alphabet``: how sequences become tokens: ``CHARACTERS`` (the 20 standard amino acids,
+  ``<eos>``, also the unconditional prompt as in ProtGPT2, and ``<pad>``) for the models
+  trained here, ``tokenizer_alphabet`` for a hub model's tokenizer (ProtGPT2's BPE).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,12 @@ SWISSPROT_COMPOSITION = np.array([8.25, 1.38, 5.46, 6.72, 3.86, 7.07, 2.27, 5.91
                                   2.41, 4.06, 4.74, 3.93, 5.53, 6.65, 5.36, 6.86, 1.10, 2.92])
 
 
+def standard_residues(sequence: str) -> str:
+    """The sequence upper-cased, without characters other than the 20 standard residues
+    (non-standard residues, line breaks, spaces)."""
+    return "".join(a for a in sequence.upper() if a in AMINO_ACIDS)
+
+
 def encode(sequence: str) -> list[int]:
     """Token ids of an amino-acid string (standard residues only)."""
     try:
@@ -35,7 +42,7 @@ def encode(sequence: str) -> list[int]:
     except ValueError:
         bad = sorted(set(sequence) - set(AMINO_ACIDS))
         raise UserError(f"non-standard residues {bad} in a sequence; clean it first "
-                        "(methods.proteinopd.properties.standard_residues)") from None
+                        "(standard_residues)") from None
 
 
 def decode(ids: Sequence[int]) -> str:
@@ -95,6 +102,38 @@ def read_fasta(path: str | Path) -> list[str]:
     return sequences
 
 
+@dataclass(frozen=True)
+class Alphabet:
+    """Tokens of a protein LM: ``encode`` a residue string, ``decode`` ids to residues
+    (up to the first ``eos``), and the ``eos`` / ``pad`` ids."""
+
+    encode: Callable[[str], list[int]]
+    decode: Callable[[Sequence[int]], str]
+    eos: int
+    pad: int
+
+
+CHARACTERS = Alphabet(encode, decode, EOS, PAD)
+
+
+def tokenizer_alphabet(tokenizer) -> Alphabet:
+    """The alphabet of a transformers tokenizer (pad = eos when it has no pad token)."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise UserError("the protein LM's tokenizer has no EOS token (the unconditional prompt)")
+
+    def encode_text(sequence: str) -> list[int]:
+        return tokenizer(sequence, add_special_tokens=False)["input_ids"]
+
+    def decode_text(ids: Sequence[int]) -> str:
+        ids = list(ids)
+        ids = ids[: ids.index(eos)] if eos in ids else ids
+        return standard_residues(tokenizer.decode(ids, skip_special_tokens=True))
+
+    pad = tokenizer.pad_token_id
+    return Alphabet(encode_text, decode_text, eos, eos if pad is None else pad)
+
+
 @dataclass
 class ProteinPrompt:
     """The unconditional prompt: ``<eos>`` (ProtGPT2's convention)."""
@@ -105,20 +144,22 @@ class ProteinPrompt:
 @dataclass
 class ProteinLMData:
     """Causal-LM training examples ``<eos> sequence <eos>`` (every token after the first
-    scored), padded to ``max_length`` + 2."""
+    scored), sequences cut to ``max_length`` residues, padded to the longest."""
 
     sequences: list[str]
     max_length: int
+    alphabet: Alphabet = CHARACTERS
 
     def dataset(self):
         from datasets import Dataset
 
-        width = self.max_length + 2
+        a = self.alphabet
+        encoded = [[a.eos, *a.encode(s[: self.max_length]), a.eos] for s in self.sequences]
+        width = max(len(ids) for ids in encoded)
         rows = {"input_ids": [], "labels": [], "attention_mask": []}
-        for sequence in self.sequences:
-            ids = [EOS, *encode(sequence[: self.max_length]), EOS]
+        for ids in encoded:
             pad = width - len(ids)
-            rows["input_ids"].append(ids + [PAD] * pad)
+            rows["input_ids"].append(ids + [a.pad] * pad)
             rows["labels"].append([-100] + ids[1:] + [-100] * pad)
             rows["attention_mask"].append([1] * len(ids) + [0] * pad)
         return Dataset.from_dict(rows)

@@ -1,21 +1,22 @@
 """proteinopd protocol: a character-level GPT-2 protein LM pretrained on a protein-like
-corpus, one teacher per objective (the base finetuned on the corpus's top fraction by that
-objective), then a student (a copy of the base) distilled on its own samples towards the
-teachers' weighted geometric consensus; baselines: GRPO on the scalarized reward (RL
-alignment), a single teacher, the arithmetic mixture, sequential finetuning. Reported:
-property gains (corpus standard deviations), designability (NLL under the frozen base,
-validity, homopolymer runs), diversity, the Pareto front over weights, wall-clock to equal
-gain against RL."""
+corpus (or ProtGPT2 by name with a FASTA corpus), one teacher per objective (the base
+finetuned on the corpus's top fraction by that objective), then a student (a copy of the
+base) distilled on its own samples towards the teachers' weighted geometric consensus;
+baselines: GRPO on the scalarized reward (RL alignment), a single teacher, the arithmetic
+mixture, sequential finetuning. Reported: property gains (corpus standard deviations),
+designability (NLL under the frozen base, validity, homopolymer runs), diversity, the Pareto
+front over weights, wall-clock to equal gain against RL."""
 
 from __future__ import annotations
 
 import copy
-import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from common.cache import code_version
 from common.errors import UserError
@@ -35,16 +36,20 @@ from methods.proteinopd import (
 from models.lm.post_training import GRPOConfig, OPDConfig, RolloutConfig, post_train
 from models.lm.rollout import sample_rollouts, teacher_forced_logprobs
 
-log = logging.getLogger("paperlab")
-
-
 # -- models -----------------------------------------------------------------------------------
 
+@dataclass
+class ProteinModels:
+    base: Any
+    teachers: dict[str, Any]
+    alphabet: proteins.Alphabet
+
+
 def _finetune(model, sequences: list[str], steps: int, lr: float, batch_size: int,
-              max_length: int, seed: int, compute):
+              max_length: int, seed: int, compute, alphabet: proteins.Alphabet):
     from models.lm.training import Optimization, train_causal_lm
 
-    data = proteins.ProteinLMData(sequences, max_length).dataset()
+    data = proteins.ProteinLMData(sequences, max_length, alphabet).dataset()
     return train_causal_lm(model, data, Optimization(steps, batch_size, lr, 0.05, 0.01), seed,
                            compute, progress_bar=True)
 
@@ -57,62 +62,78 @@ def top_fraction(corpus: list[str], objective: str, fraction: float, min_length:
     return [s for s, v in zip(corpus, values, strict=True) if v >= cut]
 
 
-def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]):
-    """(base, {objective: teacher}): trained here and cached by config and code."""
-    from transformers import GPT2LMHeadModel
+def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> ProteinModels:
+    """The base (``model=protein-gpt2``: trained here on the corpus; a hub protein LM such
+    as ``model=protgpt2``: loaded) and one teacher per objective, finetuned on the corpus's
+    top fraction; what is trained here is cached by config and code."""
+    from transformers import AutoModelForCausalLM
 
     from models.lm import tiny, training
+    from models.lm.loader import load_causal_lm
 
     m, data, p = cfg.model, cfg.dataset, cfg.protocol
     objectives = list(p.objectives)
-    config = {"model": {k: m[k] for k in tiny.ARCHITECTURE_KEYS + tiny.TRAINING_KEYS},
-              "dataset": dict(data), "teachers": {"objectives": objectives,
-                                                  "top_fraction": p.teacher_top_fraction,
-                                                  "steps": p.teacher_steps,
-                                                  "lr": p.teacher_lr}}
+    local = m.source == "tiny_lm"
+    if local:
+        alphabet, hub_base = proteins.CHARACTERS, None
+    else:
+        hub_base, tokenizer = load_causal_lm(m, ctx.compute, ctx.cache_dir)
+        alphabet = proteins.tokenizer_alphabet(tokenizer)
+    seed = int(m.seed) if local else ctx.seed
+    config = {"model": OmegaConf.to_container(m, resolve=True), "dataset": dict(data),
+              "teachers": {"objectives": objectives, "top_fraction": p.teacher_top_fraction,
+                           "steps": p.teacher_steps, "lr": p.teacher_lr}, "seed": seed}
 
     def build(folder: Path):
-        base = tiny.build_tiny_gpt2(m, proteins.VOCAB_SIZE, proteins.PAD, proteins.EOS,
-                                    data.max_length + 2)
-        base = _finetune(base, corpus, m.steps, m.lr, m.batch_size, data.max_length, m.seed,
-                         ctx.compute)
-        base.save_pretrained(folder / "base")
+        if local:
+            base = tiny.build_tiny_gpt2(m, proteins.VOCAB_SIZE, proteins.PAD, proteins.EOS,
+                                        data.max_length + 2)
+            base = _finetune(base, corpus, m.steps, m.lr, m.batch_size, data.max_length,
+                             seed, ctx.compute, alphabet)
+            base.save_pretrained(folder / "base")
+        else:
+            base = hub_base
         teachers = {}
         for k in objectives:
             top = top_fraction(corpus, k, p.teacher_top_fraction, data.min_length)
-            teachers[k] = _finetune(copy.deepcopy(base), top, p.teacher_steps, p.teacher_lr,
-                                    m.batch_size, data.max_length, m.seed, ctx.compute)
+            teachers[k] = _finetune(copy.deepcopy(base).requires_grad_(True), top,
+                                    p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
+                                    data.max_length, seed, ctx.compute, alphabet)
             teachers[k].save_pretrained(folder / f"teacher_{k}")
         return base, teachers
 
     def load(folder: Path):
-        device = ctx.compute.device
-        return (GPT2LMHeadModel.from_pretrained(folder / "base").to(device).eval(),
-                {k: GPT2LMHeadModel.from_pretrained(folder / f"teacher_{k}").to(device).eval()
-                 for k in objectives})
+        def read(name):
+            return AutoModelForCausalLM.from_pretrained(folder / name).to(
+                ctx.compute.device).eval()
 
-    return ctx.cached("protein-lm", config, code_version(__name__, tiny, training, proteins),
-                      build, load)
+        return (read("base") if local else hub_base,
+                {k: read(f"teacher_{k}") for k in objectives})
+
+    base, teachers = ctx.cached("protein-lm", config,
+                                code_version(__name__, tiny, training, proteins), build, load)
+    return ProteinModels(base, teachers, alphabet)
 
 
 # -- evaluation -------------------------------------------------------------------------------
 
-def generate(model, count: int, max_length: int, seed: int):
+def generate(model, count: int, max_length: int, seed: int, alphabet: proteins.Alphabet):
     """``count`` unconditional samples (prompt ``<eos>``), exact sampling."""
-    return sample_rollouts(model, [[proteins.EOS]] * count, max_length + 1,
-                           eos_id=proteins.EOS, pad_id=proteins.PAD,
+    return sample_rollouts(model, [[alphabet.eos]] * count, max_length + 1,
+                           eos_id=alphabet.eos, pad_id=alphabet.pad,
                            generator=torch.Generator().manual_seed(seed))
 
 
-def evaluate(model, base, design: DesignScore, cfg: DictConfig, seed: int) -> dict:
-    data = cfg.dataset
-    rollouts = generate(model, cfg.protocol.eval_samples, data.max_length, seed)
-    sequences = [proteins.decode(c) for c in rollouts.completions()]
+def evaluate(model, models: ProteinModels, design: DesignScore, cfg: DictConfig,
+             seed: int) -> dict:
+    data, alphabet = cfg.dataset, models.alphabet
+    rollouts = generate(model, cfg.protocol.eval_samples, data.max_length, seed, alphabet)
+    sequences = [alphabet.decode(c) for c in rollouts.completions()]
     with torch.no_grad():
-        nll = -teacher_forced_logprobs(base, rollouts)
+        nll = -teacher_forced_logprobs(models.base, rollouts)
     mask = rollouts.completion_mask.to(nll.device)
     z = design.standardized(sequences)
-    finished = [proteins.EOS in c for c in rollouts.completions()]
+    finished = [alphabet.eos in c for c in rollouts.completions()]
     scores = design(sequences, finished)
     out = {"design": float(scores.mean()),
            "nll_under_base": float((nll * mask).sum() / mask.sum()),
@@ -133,44 +154,43 @@ def _trainable_copy(model):
     return copy.deepcopy(model).requires_grad_(True)
 
 
-def _prompts(count: int):
+def _prompts(count: int, alphabet: proteins.Alphabet):
     def prompts(step, generator):
-        return [proteins.ProteinPrompt() for _ in range(count)]
+        return [proteins.ProteinPrompt([alphabet.eos]) for _ in range(count)]
 
     return prompts
 
 
-def distill(base, teachers: list, weights: list[float], design_reward, cfg: DictConfig,
-            ctx: RunContext, mixture: str = "geometric") -> ConsensusOPDModule:
-    method = cfg.method
+def distill(models: ProteinModels, teachers: list, weights: list[float], design_reward,
+            cfg: DictConfig, ctx: RunContext, mixture: str = "geometric"
+            ) -> ConsensusOPDModule:
+    method, alphabet = cfg.method, models.alphabet
     module = ConsensusOPDModule(
-        _trainable_copy(base), _prompts(method.sequences_per_step), teachers,
+        _trainable_copy(models.base), _prompts(method.sequences_per_step, alphabet), teachers,
         RolloutConfig(method.sequences_per_step, 1, cfg.dataset.max_length + 1,
-                      eos_id=proteins.EOS, pad_id=proteins.PAD, lr=method.lr),
+                      eos_id=alphabet.eos, pad_id=alphabet.pad, lr=method.lr),
         OPDConfig(objective=method.objective, beta=method.jsd_beta), weights, design_reward,
         mixture, method.weighting, [method.teacher_temperature] * len(teachers),
         seed=ctx.seed)
     return post_train(module, cfg.protocol.opd_steps, ctx.compute)
 
 
-def align_with_rl(base, design_reward, cfg: DictConfig, ctx: RunContext) -> ScalarizedRLModule:
-    p = cfg.protocol
+def align_with_rl(models: ProteinModels, design_reward, cfg: DictConfig, ctx: RunContext
+                  ) -> ScalarizedRLModule:
+    p, alphabet = cfg.protocol, models.alphabet
+    groups = max(1, cfg.method.sequences_per_step // p.rl_group_size)
     module = ScalarizedRLModule(
-        _trainable_copy(base), _prompts(max(1, cfg.method.sequences_per_step // p.rl_group_size)),
-        RolloutConfig(max(1, cfg.method.sequences_per_step // p.rl_group_size), p.rl_group_size,
-                      cfg.dataset.max_length + 1, eos_id=proteins.EOS, pad_id=proteins.PAD,
-                      lr=p.rl_lr),
-        GRPOConfig(loss_type="dapo", beta=p.rl_kl_beta), design_reward, reference=base,
-        seed=ctx.seed)
+        _trainable_copy(models.base), _prompts(groups, alphabet),
+        RolloutConfig(groups, p.rl_group_size, cfg.dataset.max_length + 1,
+                      eos_id=alphabet.eos, pad_id=alphabet.pad, lr=p.rl_lr),
+        GRPOConfig(loss_type="dapo", beta=p.rl_kl_beta), design_reward,
+        reference=models.base, seed=ctx.seed)
     return post_train(module, p.rl_steps, ctx.compute)
 
 
 @register_paper("proteinopd")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     data, method, p = cfg.dataset, cfg.method, cfg.protocol
-    if cfg.model.source != "tiny_lm":
-        raise UserError(f"model={cfg.model.name}: this protocol trains its character-level "
-                        "protein LM (model=protein-gpt2); a hub protein LM is not wired yet")
     objectives = list(p.objectives)
     if len(method.weights) != len(objectives):
         raise UserError(f"method.weights has {len(method.weights)} entries for "
@@ -180,7 +200,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                         data.concentration)
               if data.name == "synthetic_proteins" else
               [s[: data.max_length] for s in proteins.read_fasta(data.path)])
-    base, teachers = build_models(cfg, ctx, corpus)
+    models = build_models(cfg, ctx, corpus)
+    base, teachers, alphabet = models.base, models.teachers, models.alphabet
     teacher_list = [teachers[k] for k in objectives]
     for model in (base, *teacher_list):
         model.requires_grad_(False)
@@ -188,8 +209,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     design = DesignScore(objectives, weights, corpus, data.min_length, p.invalid_score)
 
     def design_reward(completions) -> float:
-        return float(design([proteins.decode(c) for c in completions],
-                            [proteins.EOS in c for c in completions]).mean())
+        return float(design([alphabet.decode(c) for c in completions],
+                            [alphabet.eos in c for c in completions]).mean())
 
     distilled = {}
 
@@ -197,16 +218,16 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         """(module, evaluation) of the student distilled with teacher weights ``w``."""
         key = (tuple(w), mixture)
         if key not in distilled:
-            module = distill(base, teacher_list, list(w), design_reward, cfg, ctx, mixture)
-            distilled[key] = (module, evaluate(module.policy, base, design, cfg, ctx.seed))
+            module = distill(models, teacher_list, list(w), design_reward, cfg, ctx, mixture)
+            distilled[key] = (module, evaluate(module.policy, models, design, cfg, ctx.seed))
         return distilled[key]
 
-    results = {"base": evaluate(base, base, design, cfg, ctx.seed)}
+    results = {"base": evaluate(base, models, design, cfg, ctx.seed)}
     for k in objectives:
-        results[f"teacher_{k}"] = evaluate(teachers[k], base, design, cfg, ctx.seed)
+        results[f"teacher_{k}"] = evaluate(teachers[k], models, design, cfg, ctx.seed)
     opd, results["opd"] = student(weights)
-    rl = align_with_rl(base, design_reward, cfg, ctx)
-    results["rl"] = evaluate(rl.policy, base, design, cfg, ctx.seed)
+    rl = align_with_rl(models, design_reward, cfg, ctx)
+    results["rl"] = evaluate(rl.policy, models, design, cfg, ctx.seed)
     results["arithmetic"] = student(weights, "arithmetic")[1]
     one_hot = [float(i == int(np.argmax(weights))) for i in range(len(weights))]
     results["single"] = student(one_hot)[1]
@@ -214,9 +235,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for k in objectives:
         sequential = _finetune(sequential, top_fraction(corpus, k, p.teacher_top_fraction,
                                                         data.min_length),
-                               p.teacher_steps, p.teacher_lr, cfg.model.batch_size,
-                               data.max_length, ctx.seed, ctx.compute)
-    results["sequential"] = evaluate(sequential, base, design, cfg, ctx.seed)
+                               p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
+                               data.max_length, ctx.seed, ctx.compute, alphabet)
+    results["sequential"] = evaluate(sequential, models, design, cfg, ctx.seed)
 
     front = []
     if len(objectives) == 2:

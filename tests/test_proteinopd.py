@@ -149,7 +149,7 @@ def test_encoding_round_trips_and_the_corpus_follows_its_settings():
     assert proteins.decode(proteins.encode(corpus[0]) + [proteins.EOS, 3]) == corpus[0]
     with pytest.raises(Exception, match="non-standard"):
         proteins.encode("MKX")
-    row = proteins.ProteinLMData(["MKV"], 5).dataset()[0]
+    row = proteins.ProteinLMData(["MKV", "MKVLLAG"], 5).dataset()[0]  # cut to 5, padded
     assert row["input_ids"] == [proteins.EOS, 10, 8, 17, proteins.EOS, proteins.PAD,
                                 proteins.PAD]
     assert row["labels"] == [-100, 10, 8, 17, proteins.EOS, -100, -100]
@@ -219,3 +219,48 @@ def test_a_fasta_corpus_runs_through_the_same_protocol(run_dir, tmp_path):
 def test_time_to_gain_handles_curves_shorter_than_the_window():
     timing = time_to_gain([(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (2.0, 2.0)], 0.0, window=10)
     assert timing["opd_seconds"] == 1.0 and timing["rl_seconds"] == 2.0
+
+
+def _hub_format_protein_lm(folder):
+    """A tiny GPT-2 with a transformers tokenizer saved like a hub model (ProtGPT2's layout:
+    ``<|endoftext|>`` as EOS, no pad token)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    vocab = {a: i for i, a in enumerate(proteins.AMINO_ACIDS)} | {"<|endoftext|>": 20}
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(BPE(vocab, [])),
+                                        eos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=21, n_positions=96, n_embd=32, n_layer=1,
+                                       n_head=4, bos_token_id=20, eos_token_id=20))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def test_tokenizer_alphabet_round_trips_and_cuts_at_eos(tmp_path):
+    alphabet = proteins.tokenizer_alphabet(_hub_format_protein_lm(tmp_path / "lm"))
+    assert alphabet.eos == 20 and alphabet.pad == 20
+    assert alphabet.decode(alphabet.encode("MKVL") + [20, 3]) == "MKVL"
+
+
+def test_a_hub_format_protein_lm_runs_through_the_same_protocol(run_dir, tmp_path):
+    _hub_format_protein_lm(tmp_path / "lm")
+    corpus = proteins.synthetic_corpus(200, np.random.default_rng(3), min_length=30,
+                                       max_length=60)
+    fasta = tmp_path / "corpus.fasta"
+    fasta.write_text("".join(f">seq{i}\n{s}\n" for i, s in enumerate(corpus)))
+    overrides = [o for o in _small(tmp_path) if not o.startswith("model.steps")]
+    metrics = run_paper(overrides + [
+        "model=protgpt2", f"model.hub_id={tmp_path / 'lm'}", "dataset=fasta_proteins",
+        f"dataset.path={fasta}", "dataset.max_length=60"], run_dir)
+    assert np.isfinite(metrics["property_gain_opd"])
+
+
+def test_protgpt2_fails_offline_with_one_line(tmp_path):
+    with pytest.raises(SystemExit):
+        run_paper(["+paper=proteinopd", "model=protgpt2", f"paths.cache_dir={tmp_path}"],
+                  tmp_path / "run")
+    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    assert "nferruz/ProtGPT2" in failed["error"] and "\n" not in failed["error"]

@@ -26,6 +26,7 @@ class ProteinopdProtocol:
     teacher_top_fraction: float = MISSING  # a teacher finetunes on this top share
     teacher_steps: int = MISSING
     teacher_lr: float = MISSING
+    teacher_batch_size: int = MISSING  # also sequential finetuning's
     opd_steps: int = MISSING  # student updates of every distillation variant
     rl_steps: int = MISSING  # GRPO updates of the RL baseline
     rl_group_size: int = MISSING

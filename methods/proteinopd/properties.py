@@ -16,17 +16,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from data.proteins import AMINO_ACIDS
+from data.proteins import standard_residues
 
 # Kyte & Doolittle (1982) hydropathy
 KYTE_DOOLITTLE = {"A": 1.8, "R": -4.5, "N": -3.5, "D": -3.5, "C": 2.5, "Q": -3.5, "E": -3.5,
                   "G": -0.4, "H": -3.2, "I": 4.5, "L": 3.8, "K": -3.9, "M": 1.9, "F": 2.8,
                   "P": -1.6, "S": -0.8, "T": -0.7, "W": -0.9, "Y": -1.3, "V": 4.2}
-
-
-def standard_residues(sequence: str) -> str:
-    """The sequence upper-cased, without characters other than the 20 standard residues."""
-    return "".join(a for a in sequence.upper() if a in AMINO_ACIDS)
 
 
 def aliphatic_index(sequence: str) -> float:
