@@ -18,7 +18,6 @@ from methods.mpopd import (
     ProposalConfig,
     geometric_mixture,
     kl,
-    repetition_rate,
     trust_region_beta,
 )
 from models.lm.objectives import sampled_token_opd_loss
@@ -28,6 +27,7 @@ from models.lm.rollout import (
     sample_rollouts,
     teacher_forced_logprobs,
 )
+from models.lm.text_statistics import repetition_rate
 
 from .conftest import run_paper
 

@@ -3,10 +3,10 @@ teacher-guided proposal, the geometric mixture of student and teacher, and disti
 prefixes."""
 
 from methods.mpopd.distillation import PROPOSALS, MPOPDModule, ProposalConfig
-from methods.mpopd.metrics import generation_metrics, repetition_rate
+from methods.mpopd.metrics import generation_metrics
 from methods.mpopd.mixture import MixtureProposal, geometric_mixture, kl, trust_region_beta
 
 __all__ = [
     "PROPOSALS", "MPOPDModule", "MixtureProposal", "ProposalConfig", "generation_metrics",
-    "geometric_mixture", "kl", "repetition_rate", "trust_region_beta",
+    "geometric_mixture", "kl", "trust_region_beta",
 ]

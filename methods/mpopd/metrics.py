@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import torch
 
 from models.lm.rollout import Rollouts, teacher_forced_logprobs
-
-
-def repetition_rate(tokens: Sequence[int], n: int = 4) -> float:
-    """Fraction of the n-grams of a sequence that already occurred earlier in it."""
-    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
-    seen, repeated = set(), 0
-    for gram in grams:
-        repeated += gram in seen
-        seen.add(gram)
-    return repeated / len(grams) if grams else 0.0
+from models.lm.text_statistics import repetition_rate
 
 
 def generation_metrics(tasks, rollouts: Rollouts, teacher) -> dict[str, float]:

@@ -1,0 +1,46 @@
+"""Schemas of gcad."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class SteeringConfig:
+    """One steering variant (``methods/gcad/steering.py``)."""
+
+    kind: str = MISSING  # none | prompt | residual | attention
+    scale: float = MISSING  # the signal's multiplier (1: the mean contrastive difference)
+    positions: str = MISSING  # response (assistant tokens only) | all (every token read)
+    gate: str = MISSING  # attention only: mass (GCAD, RECON) | constant | exact
+
+
+@dataclass
+class GCADConfig(MethodConfig, SteeringConfig):
+    pass
+
+
+@dataclass
+class GcadProtocol:
+    baselines: dict[str, SteeringConfig] = MISSING  # compared with the method, name -> variant
+    residual_layer: int = MISSING  # residual steering's layer (negative: from the end)
+    max_new_tokens: int = MISSING  # per assistant turn
+    temperature: float = MISSING  # sampling (top_k off, top_p 1)
+    score_batch_size: int = MISSING
+
+
+@dataclass
+class PersonaDialoguesConfig(DatasetConfig):
+    personas: dict[str, str] = MISSING  # name -> system prompt
+    neutral: str = MISSING  # the contrast prompt of the extraction
+    extraction_turns: list[str] = MISSING  # user turns of the extraction dialogue
+    user_turns: list[str] = MISSING  # the scripted dialogue (the cache is carried)
+
+
+PROTOCOL = GcadProtocol
+METHODS = {"gcad": GCADConfig}
+DATASETS = {"persona_dialogues": PersonaDialoguesConfig}
