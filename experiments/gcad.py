@@ -92,8 +92,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     chat = ChatFormat(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     scores = score_dialogue(model, dialogue, [chat.system(cfg.dataset.personas[p])
-                                              for p, _ in rows], pad,
-                            cfg.protocol.score_batch_size)
+                                              for p, _ in rows], pad)
     ctx.save_table("transcripts", [
         {"persona": p, "variant": v, "turn": t + 1, "user": cfg.dataset.user_turns[t],
          "response": dialogue.texts[b][t], "trait": scores[b].trait[t],

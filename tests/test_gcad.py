@@ -19,10 +19,10 @@ from methods.gcad import (
     Variant,
     attached,
     attention_with_side_keys,
+    continuation_logprobs,
     extract_signals,
     gcad_attention,
     register,
-    response_logprobs,
     run_dialogue,
     side_cache,
     split_attention,
@@ -292,15 +292,14 @@ def test_user_turn_cache_is_untouched_by_gcad_and_written_by_residual_steering(c
     assert all(len(texts) == 3 for texts in dialogue.texts)
 
 
-def test_response_logprobs_equal_unbatched_forwards(chat_model):
+def test_continuation_logprobs_equal_unbatched_forwards(chat_model):
     model, _ = chat_model
-    systems, prompts, responses = [[5, 6], []], [[7, 8, 9], [10]], [[11, 12], [13, 14, 15]]
-    batched = response_logprobs(model, systems, prompts, responses, pad_id=0, batch_size=2)
-    for s, p, r, got in zip(systems, prompts, responses, batched, strict=True):
-        ids = torch.tensor([s + p + r])
+    prefix, continuations = [5, 6, 7], [[11, 12], [13, 14, 15], [16]]
+    batched = continuation_logprobs(model, prefix, continuations, pad_id=0)
+    for c, got in zip(continuations, batched, strict=True):
         with torch.no_grad():
-            logp = torch.log_softmax(model(ids).logits[0, :-1], -1)
-        want = logp[len(s + p) - 1:].gather(-1, torch.tensor(r)[:, None]).squeeze(-1)
+            logp = torch.log_softmax(model(torch.tensor([prefix + c])).logits[0, :-1], -1)
+        want = logp[len(prefix) - 1:].gather(-1, torch.tensor(c)[:, None]).squeeze(-1)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 

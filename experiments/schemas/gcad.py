@@ -30,7 +30,6 @@ class GcadProtocol:
     residual_layer: int = MISSING  # residual steering's layer (negative: from the end)
     max_new_tokens: int = MISSING  # per assistant turn
     temperature: float = MISSING  # sampling (top_k off, top_p 1)
-    score_batch_size: int = MISSING
 
 
 @dataclass

@@ -9,7 +9,7 @@ from methods.gcad.attention import (
     split_attention,
 )
 from methods.gcad.dialogue import ChatFormat, Dialogue, run_dialogue
-from methods.gcad.metrics import response_logprobs, score_dialogue, summarize
+from methods.gcad.metrics import continuation_logprobs, score_dialogue, summarize
 from methods.gcad.steering import (
     Controller,
     Signals,
@@ -22,6 +22,6 @@ from methods.gcad.steering import (
 __all__ = [
     "ChatFormat", "Controller", "Dialogue", "Signals", "Variant", "attached",
     "attention_with_side_keys", "extract_signals", "gcad_attention", "register",
-    "response_logprobs", "run_dialogue", "score_dialogue", "side_cache", "split_attention",
+    "continuation_logprobs", "run_dialogue", "score_dialogue", "side_cache", "split_attention",
     "summarize",
 ]

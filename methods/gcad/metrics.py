@@ -32,63 +32,67 @@ class RowScores:
 
 
 @torch.no_grad()
-def response_logprobs(model, systems: list[list[int]], prompts: list[list[int]],
-                      responses: list[list[int]], pad_id: int, batch_size: int
-                      ) -> list[torch.Tensor]:
-    """log p(response | system + prompt) token by token, per row (left-padded batches)."""
+def continuation_logprobs(model, prefix: list[int], continuations: list[list[int]],
+                          pad_id: int) -> list[torch.Tensor]:
+    """log p(c_t | prefix + c_<t) token by token for each continuation; the shared prefix
+    is read once and its KV cache repeated over the batch (continuations right-padded)."""
+    from transformers import DynamicCache
+
     device = next(model.parameters()).device
-    out = []
-    for start in range(0, len(responses), batch_size):
-        chunk = slice(start, start + batch_size)
-        rows = [s + p + r for s, p, r in zip(systems[chunk], prompts[chunk], responses[chunk],
-                                             strict=True)]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):
-            ids[i, width - len(row):] = torch.tensor(row)
-            mask[i, width - len(row):] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        keep = max(len(r) for r in responses[chunk]) + 1  # the lm head only where scored
-        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=keep,
-                       position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(
-            -1, ids[:, width - keep + 1:, None]).squeeze(-1)
-        for i, response in enumerate(responses[chunk]):
-            out.append(logp[i, logp.shape[1] - len(response):].cpu() if response
-                       else torch.zeros(0))
-    return out
+    cache = DynamicCache()
+    first = torch.log_softmax(model(input_ids=torch.tensor([prefix], device=device),
+                                    cache=cache, use_cache=True).logits[0, -1].float(), -1)
+    width, n = max(len(c) for c in continuations), len(continuations)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, c in enumerate(continuations):
+        ids[i, :len(c)] = torch.tensor(c)
+        mask[i, :len(c)] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    cache.batch_repeat_interleave(n)
+    logits = model(input_ids=ids, cache=cache, use_cache=True,
+                   attention_mask=torch.cat([torch.ones(n, len(prefix), dtype=torch.long,
+                                                        device=device), mask], 1),
+                   position_ids=(len(prefix) + torch.arange(width, device=device))[None]
+                   .expand(n, -1)).logits
+    rest = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+    return [torch.cat([first[c[0]].reshape(1), rest[i, :len(c) - 1]]).cpu()
+            for i, c in enumerate(continuations)]
 
 
-def score_dialogue(model, dialogue: Dialogue, persona_ids: list[list[int]], pad_id: int,
-                   batch_size: int = 16) -> list[RowScores]:
+def score_dialogue(model, dialogue: Dialogue, persona_ids: list[list[int]], pad_id: int
+                   ) -> list[RowScores]:
     """Trait, coherence and repetition per row and turn. Each response is scored as the
     answer to its own user turn (the history is left out: a history full of the persona
     would teach it in context and hide both the trait and the decay). ``persona_ids[b]``
     is the system block of row b's persona, the trait's reference prompt."""
-    n_turns = dialogue.contamination.shape[1]
-    prompts, responses, persona = [], [], []
-    for b in range(len(dialogue.ids)):
+    batch, n_turns = dialogue.ids.shape[0], dialogue.contamination.shape[1]
+    prompt, response = {}, {}
+    for b in range(batch):
+        roles = dialogue.roles[b]
         for t in range(n_turns):
             here = dialogue.mask[b].bool() & (dialogue.turns[b] == t)
-            roles = dialogue.roles[b]
-            prompts.append(dialogue.ids[b][here & ((roles == USER) | (roles == HEADER))].tolist())
-            responses.append(dialogue.ids[b][here & (roles == RESPONSE)].tolist())
-            persona.append(persona_ids[b])
-    plain = response_logprobs(model, [[] for _ in prompts], prompts, responses, pad_id,
-                              batch_size)
-    prompted = response_logprobs(model, persona, prompts, responses, pad_id, batch_size)
-    scores = []
-    for b in range(len(dialogue.ids)):
-        rows = range(b * n_turns, (b + 1) * n_turns)
-        nan = float("nan")
-        scores.append(RowScores(
-            trait=np.array([float((prompted[i] - plain[i]).mean()) if responses[i] else nan
-                            for i in rows]),
-            coherence=np.array([float(plain[i].mean()) if responses[i] else nan for i in rows]),
-            repetition=np.array([repetition_rate(responses[i]) for i in rows]),
-            tokens=[responses[i] for i in rows]))
-    return scores
+            prompt[b, t] = dialogue.ids[b][here & ((roles == USER) | (roles == HEADER))].tolist()
+            response[b, t] = dialogue.ids[b][here & (roles == RESPONSE)].tolist()
+    plain, prompted = {}, {}
+    for prefix_of, out in ((lambda b, t: prompt[b, t], plain),
+                           (lambda b, t: persona_ids[b] + prompt[b, t], prompted)):
+        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for (b, t), tokens in response.items():
+            if tokens:
+                groups.setdefault(tuple(prefix_of(b, t)), []).append((b, t))
+        for prefix, members in groups.items():
+            scored = continuation_logprobs(model, list(prefix),
+                                           [response[m] for m in members], pad_id)
+            out.update(zip(members, scored, strict=True))
+    nan = float("nan")
+    return [RowScores(
+        trait=np.array([float((prompted[b, t] - plain[b, t]).mean()) if response[b, t]
+                        else nan for t in range(n_turns)]),
+        coherence=np.array([float(plain[b, t].mean()) if response[b, t] else nan
+                            for t in range(n_turns)]),
+        repetition=np.array([repetition_rate(response[b, t]) for t in range(n_turns)]),
+        tokens=[response[b, t] for t in range(n_turns)]) for b in range(batch)]
 
 
 def drift(curve: np.ndarray) -> float:
