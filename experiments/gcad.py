@@ -26,6 +26,8 @@ from methods.gcad import (
     score_dialogue,
     summarize,
 )
+from methods.gcad.judge import COHERENCE, TRAIT, judge_scores
+from methods.gcad.metrics import drift
 from models.lm.rollout import Sampling
 
 LABELS = {"none": "no steering", "prompt": "system prompt", "residual": "residual (all tokens)",
@@ -65,6 +67,23 @@ def extract(model, tokenizer, cfg: DictConfig, sampling: Sampling, generator, la
     return signals
 
 
+def judge_dialogue(cfg: DictConfig, ctx: RunContext, dialogue, rows) -> dict[str, np.ndarray]:
+    """0-100 trait and coherence ratings of every (row, turn) response by the LLM judge
+    ``+model@judge=<model>`` (rows x turns tables)."""
+    from models.lm.loader import load_causal_lm
+
+    judge, tokenizer = load_causal_lm(cfg.judge, ctx.compute, ctx.cache_dir)
+    turns = list(cfg.dataset.user_turns)
+    items = [(b, t) for b in range(len(rows)) for t in range(len(turns))]
+    out = {}
+    for kind, template in (("trait", TRAIT), ("coherence", COHERENCE)):
+        questions = [template.format(persona=cfg.dataset.personas[rows[b][0]], user=turns[t],
+                                     response=dialogue.texts[b][t]) for b, t in items]
+        scores = judge_scores(judge, tokenizer, questions)
+        out[kind] = np.array(scores).reshape(len(rows), len(turns))
+    return out
+
+
 @register_paper("gcad")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
@@ -93,6 +112,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     scores = score_dialogue(model, dialogue, [chat.system(cfg.dataset.personas[p])
                                               for p, _ in rows], pad)
+    judged = judge_dialogue(cfg, ctx, dialogue, rows) if cfg.judge is not None else None
     ctx.save_table("transcripts", [
         {"persona": p, "variant": v, "turn": t + 1, "user": cfg.dataset.user_turns[t],
          "response": dialogue.texts[b][t], "trait": scores[b].trait[t],
@@ -105,6 +125,12 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for name in steering:
         results[name] = summarize([scores[b] for b in members[name]], reference)
         results[name]["kv_contamination"] = float(dialogue.contamination[members[name]].mean())
+        if judged is not None:
+            for kind, table in judged.items():
+                curve = np.nanmean(table[members[name]], axis=0)
+                results[name][f"judge_{kind}_curve"] = curve.tolist()
+                results[name][f"judge_{kind}_turn_last"] = float(curve[-1])
+                results[name][f"judge_{kind}_drift"] = drift(curve)
     turns = len(cfg.dataset.user_turns)
     ctx.save_table("turns", [{"variant": name, "turn": t + 1, "trait": r["trait_curve"][t],
                               "coherence": r["coherence_curve"][t]}
@@ -120,6 +146,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                         f"repetition_{name}": r["repetition"],
                         f"distinct2_{name}": r["distinct2"],
                         f"kv_contamination_{name}": r["kv_contamination"]})
+        if judged is not None:
+            metrics.update({f"judge_trait_turn{turns}_{name}": r["judge_trait_turn_last"],
+                            f"judge_coherence_drift_{name}": r["judge_coherence_drift"]})
     return metrics
 
 

@@ -27,6 +27,7 @@ from methods.gcad import (
     side_cache,
     split_attention,
 )
+from methods.gcad.judge import judge_scores
 from methods.gcad.metrics import drift
 from methods.gcad.steering import Signals
 from models.lm.rollout import Sampling
@@ -359,3 +360,50 @@ def test_extracted_mass_is_the_attention_paid_to_the_system_prompt(chat_model):
         mass = weights[0, :, len(persona):, :len(persona)].sum(-1).mean(-1)
         torch.testing.assert_close(signals.mean_mass[layer], mass, atol=1e-5, rtol=1e-4)
     assert signals.side_keys[0].shape[1] == len(persona)
+
+
+class _FixedJudge(torch.nn.Module):
+    """Next-token logits that put (almost) all mass on one token."""
+
+    def __init__(self, vocab: int, token: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.vocab, self.token = vocab, token
+
+    def forward(self, input_ids, attention_mask=None, logits_to_keep=1, position_ids=None):
+        from types import SimpleNamespace
+
+        logits = torch.zeros(input_ids.shape[0], 1, self.vocab)
+        logits[..., self.token] = 50.0
+        return SimpleNamespace(logits=logits)
+
+
+def test_judge_score_is_the_expected_digit_on_a_0_to_100_scale(chat_model):
+    _, tokenizer = chat_model
+    seven = tokenizer("7", add_special_tokens=False)["input_ids"][0]
+    scores = judge_scores(_FixedJudge(len(tokenizer), seven), tokenizer, ["a", "bb", "ccc"],
+                          batch_size=2)
+    assert scores == pytest.approx([700 / 9] * 3, abs=1e-6)
+    uniform = judge_scores(_FixedJudge(len(tokenizer), 0), tokenizer, ["a"])
+    assert uniform == pytest.approx([50.0], abs=1e-4)  # no digit preferred: mean of 0..100
+
+
+def test_protocol_with_an_llm_judge(run_dir, tmp_path, chat_model):
+    _save_chat_model(tmp_path / "lm", chat_model)
+    metrics = run_paper(["+paper=gcad", "model=qwen3-0.6b", f"model.hub_id={tmp_path / 'lm'}",
+                         "+model@judge=qwen3-0.6b", f"judge.hub_id={tmp_path / 'lm'}",
+                         "protocol.max_new_tokens=3", "dataset.user_turns=[Hi,Bye]",
+                         "protocol.residual_layer=0", f"paths.cache_dir={tmp_path / 'c'}"],
+                        run_dir)
+    for name in ("gcad", "residual"):
+        assert 0.0 <= metrics[f"judge_trait_turn2_{name}"] <= 100.0
+        assert np.isfinite(metrics[f"judge_coherence_drift_{name}"])
+
+
+@pytest.mark.gpu
+def test_gcad_on_gpu(run_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    metrics = run_paper(["+paper=gcad", "device=cuda", "dataset.user_turns=[Hi!,Why?,Bye.]"],
+                        run_dir)
+    assert metrics["kv_contamination_gcad"] == 0.0

@@ -21,6 +21,7 @@ class RootConfig:
     protocol: Any = None  # the paper's protocol settings (schema/protocol/<key>)
     model: Any = MISSING
     student: Any = None  # a second model, for papers that distil (model = the teacher)
+    judge: Any = None  # an LLM judge for papers that rate text (+model@judge=<model>)
     dataset: Any = MISSING
     method: Any = MISSING
     trainer: Any = MISSING
