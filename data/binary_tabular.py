@@ -10,7 +10,9 @@ feature's training range as its domain.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from data.tabular import load_tabular
 
 @dataclass
 class BinaryTask:
-    name: str
+    name: str  # the source as a metric-key suffix (planted, breast_cancer, openml_adult)
     x_train: np.ndarray
     y_train: np.ndarray  # 0/1
     x_test: np.ndarray
@@ -73,7 +75,9 @@ def binary_task(cfg, rng: np.random.Generator) -> BinaryTask:
     test, train = order[:n_test], order[n_test:]
     mean, std = x[train].mean(0), x[train].std(0) + 1e-12
     z = (x - mean) / std
-    return BinaryTask(cfg.name, z[train], y[train], z[test], y[test], z[train].min(0),
+    key = re.sub(r"[^0-9a-zA-Z]+", "_", Path(source).stem if source.endswith(".csv")
+                 else source).strip("_")
+    return BinaryTask(key, z[train], y[train], z[test], y[test], z[train].min(0),
                       z[train].max(0))
 
 
