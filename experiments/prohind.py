@@ -28,14 +28,17 @@ from methods.prohind.training import PHConfig, PHGRPOModule
 from models.lm.post_training import GRPOConfig, RolloutConfig, post_train
 
 
-def evaluate(policy, tasks, turns: int, max_digits: int, seed: int, predictor: str
-             ) -> dict[str, float]:
+def evaluate(policy, tasks, turns: int, max_digits: int, seed: int, predictor: str,
+             head=None) -> dict[str, float]:
     """One episode per held-out task: accuracy and the calibration of the prospective p."""
     rollouts = run_episodes(policy, tasks, turns, max_digits,
                             torch.Generator().manual_seed(seed))
     y = np.array([t.correct(c) for t, c in zip(tasks, rollouts.completions(), strict=True)],
                  dtype=float)
-    p = episode_confidence(policy, rollouts, predictor).numpy()
+    if predictor == "head" and head is None:  # before GRPO: an untrained head says 0.5
+        p = np.full(len(tasks), 0.5)
+    else:
+        p = episode_confidence(policy, rollouts, predictor, head).numpy()
     over, under = miscalibration_modes(p, y)
     return {"acc": float(y.mean()), "ece": expected_calibration_error(p, y),
             "brier": brier(p, y), "auroc": success_auroc(p, y), "overconf_fail_rate": over,
@@ -56,7 +59,8 @@ def train_variant(policy, lam: float, turns: int, cfg: DictConfig, ctx: RunConte
         RolloutConfig(method.prompts_per_step, method.group_size, 2 * max_digits + 2,
                       lr=method.lr),
         GRPOConfig(scale_rewards=method.scale_rewards, loss_type=method.loss_type),
-        PHConfig(lam, method.weighting.name, method.surprise.name, method.predictor.name),
+        PHConfig(lam, method.weighting.name, method.surprise.name, method.predictor.name,
+                 method.head_lr),
         turns, max_digits, seed=ctx.seed)
     return post_train(module, cfg.protocol.steps, ctx.compute)
 
@@ -84,7 +88,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         for lam in ctx.progress(lambdas, f"GRPO variants ({regime}-turn)"):
             module = train_variant(policy, lam, turns, cfg, ctx, max_digits)
             results[(regime, lam)] = evaluate(module.policy, held_out, turns, max_digits,
-                                              ctx.seed, cfg.method.predictor.name)
+                                              ctx.seed, cfg.method.predictor.name, module.head)
             zero_variance += [h["zero_variance_groups"] for h in module.history]
             ctx.log({f"train_reward_{regime}_lambda{lam:g}": float(np.mean(
                 [h["reward"] for h in module.history[-10:]]))})

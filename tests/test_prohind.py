@@ -10,7 +10,15 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from data.confidence_tasks import CONF0, EOS, VOCAB_SIZE, WRONG, ConfidencePrompt, attempts
+from data.confidence_tasks import (
+    CONF0,
+    EOS,
+    VOCAB_SIZE,
+    WRONG,
+    ConfidencePrompt,
+    attempts,
+    graded_prompts,
+)
 from methods.prohind import (
     brier,
     episode_confidence,
@@ -146,7 +154,7 @@ def test_episode_confidence_reads_the_token_or_the_policy_expectation():
                                torch.full((4,), direct), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("predictor", ["token", "expected"])
+@pytest.mark.parametrize("predictor", ["token", "expected", "head"])
 def test_prohind_smoke_run(run_dir, tmp_path, predictor):
     metrics = run_paper(["+paper=prohind", f"method.predictor={predictor}",
                          "dataset.train_examples=2000",
@@ -166,3 +174,25 @@ def test_real_models_are_refused_with_one_line(tmp_path):
         run_paper(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run")
     failed = json.loads((tmp_path / "run" / "failed.json").read_text())
     assert "tiny-lm's token format" in failed["error"]
+
+
+def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
+    from methods.prohind.surprise import prediction_features
+
+    torch.manual_seed(2)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
+        bos_token_id=None, eos_token_id=None, pad_token_id=24)).eval()
+    tasks = graded_prompts([1, 2], 3, 2, np.random.default_rng(0))
+    episodes = run_episodes(model, tasks, 1, 2, torch.Generator().manual_seed(0))
+    head = torch.nn.Linear(16, 1)
+    got = episode_confidence(model, episodes, "head", head)
+    for i, task in enumerate(tasks):  # unpadded, one prompt at a time
+        with torch.no_grad():
+            h = model(torch.tensor([task.prompt_ids]), output_hidden_states=True
+                      ).hidden_states[-1][0, -1]
+            assert float(got[i]) == pytest.approx(float(torch.sigmoid(head(h))), abs=1e-5)
+    assert prediction_features(model, episodes).shape == (len(tasks), 16)
+    with pytest.raises(ValueError, match="trained success head"):
+        episode_confidence(model, episodes, "head")

@@ -25,6 +25,7 @@ class SurpriseKind(Enum):
 class Predictor(Enum):
     token = "token"  # p = k / 9 of the sampled <conf_k>
     expected = "expected"  # its expectation under the policy
+    head = "head"  # a scalar head on the hidden state, trained on the outcomes
 
 
 @dataclass
@@ -33,6 +34,7 @@ class PHGRPOConfig(MethodConfig):
     weighting: Weighting = MISSING
     surprise: SurpriseKind = MISSING
     predictor: Predictor = MISSING
+    head_lr: float = MISSING  # predictor=head: the success head's learning rate
     scale_rewards: str = MISSING  # group | batch | none (Bereket-Leskovec ablation: none)
     loss_type: str = MISSING
     lr: float = MISSING

@@ -3,9 +3,11 @@
 Predictor (RECON options; the paper's exact form is not public): P1, a verbalised
 confidence token ``<conf_k>`` emitted first, p = k / 9 of the sampled token (``token``) or
 its expectation under the policy's distribution over the ten confidence tokens
-(``expected``). Retrospective evaluation e = the verified outcome. Surprise s = |e - p|
-(``abs``, the paper's), (e - p)^2 (``squared``) or -log p(e) (``log``). Weighting of the base
-advantage A with the stop-gradient surprise:
+(``expected``); or a scalar head (``head``): p = sigmoid(w . h + b) on the policy's last
+hidden state before the answer, trained online with the logistic loss on the outcomes
+(the policy's features are not moved by it). Retrospective evaluation e = the verified
+outcome. Surprise s = |e - p| (``abs``, the paper's), (e - p)^2 (``squared``) or -log p(e)
+(``log``). Weighting of the base advantage A with the stop-gradient surprise:
 
 - ``multiplicative`` (the paper's): A (1 + lambda sg(s)); zero-variance groups (A = 0) are
   unaffected;
@@ -33,15 +35,35 @@ def prospective_confidence(first_token: torch.Tensor, first_logits: torch.Tensor
         probs = torch.softmax(first_logits[:, CONF0:CONF0 + 10].float(), dim=-1)
         return probs @ (torch.arange(10, dtype=probs.dtype) / 9)
     if mode != "token":
-        raise ValueError(f"unknown predictor mode '{mode}'; known: token, expected")
+        raise ValueError(f"unknown predictor mode '{mode}'; known: token, expected, head")
     k = first_token - CONF0
     valid = (k >= 0) & (k < 10)
     return torch.where(valid, k.float() / 9, torch.full_like(k, 0.5, dtype=torch.float))
 
 
-def episode_confidence(policy, rollouts, mode: str = "token") -> torch.Tensor:
+def prediction_features(policy, rollouts) -> torch.Tensor:
+    """(B, hidden) the policy's last-layer hidden state at the last prompt token (where the
+    prospective prediction is made), without gradient."""
+    from models.lm.rollout import _positions
+
+    device = next(policy.parameters()).device
+    ids = rollouts.sequences[:, :rollouts.prompt_length].to(device)
+    mask = rollouts.attention_mask[:, :rollouts.prompt_length].to(device)
+    with torch.no_grad():
+        out = policy(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
+                     output_hidden_states=True)
+    return out.hidden_states[-1][:, -1].float()
+
+
+def episode_confidence(policy, rollouts, mode: str = "token", head=None) -> torch.Tensor:
     """The prospective p of each episode: from its first completion token, or (``expected``)
-    from the policy's distribution at that position (one no-grad forward pass)."""
+    from the policy's distribution at that position (one no-grad forward pass), or
+    (``head``) from the scalar ``head`` on the policy's hidden state there."""
+    if mode == "head":
+        if head is None:
+            raise ValueError("mode='head' needs the trained success head")
+        with torch.no_grad():
+            return torch.sigmoid(head(prediction_features(policy, rollouts)))[:, 0].cpu()
     first_logits = None
     if mode == "expected":
         from models.lm.rollout import completion_logits

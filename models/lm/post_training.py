@@ -85,8 +85,12 @@ class _OnPolicyModule(L.LightningModule):
         self.policy.train(was_training)
         return repeated, rollouts
 
+    def parameter_groups(self) -> list[dict]:
+        """What the optimizer trains: the policy (subclasses add their own heads)."""
+        return [{"params": self.policy.parameters()}]
+
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=self.rollout.lr)
+        optimizer = torch.optim.AdamW(self.parameter_groups(), lr=self.rollout.lr)
         warmup = max(1, self.rollout.warmup_steps)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: min(1.0, (step + 1) / warmup))
