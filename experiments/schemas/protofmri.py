@@ -1,0 +1,42 @@
+"""Schemas of protofmri."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class ProtoFMRIConfig(MethodConfig):
+    backbone: str = MISSING  # random_cnn (offline) | a vision transformer's hub id
+    channels: int = MISSING  # patch-token size of the frozen conv features
+    colour_weight: float = MISSING  # weight of each patch's mean colour appended to its token
+    prototypes: int = MISSING  # K
+    top_k: int = MISSING  # prototypes kept active per image (RECON)
+    threshold_quantile: float = MISSING  # theta_k: this quantile of s_k over training patches
+    salient_fraction: float = MISSING  # k-means on this largest-norm share of patch tokens
+
+
+@dataclass
+class ProtofmriProtocol:
+    alphas: list[float] = MISSING  # ridge grid, chosen per voxel by cross-validation
+    folds: int = MISSING
+    synthesis_images: int = MISSING  # scenes per concept in the closed-loop synthesis
+
+
+@dataclass
+class StimulusWorldConfig(DatasetConfig):
+    train_images: int = MISSING
+    test_images: int = MISSING
+    max_concepts: int = MISSING  # concepts per image: 1 .. this
+    voxels: int = MISSING
+    repeats: int = MISSING
+    noise_ceiling: list[float] = MISSING  # range of the voxels' true noise ceilings
+
+
+PROTOCOL = ProtofmriProtocol
+METHODS = {"protofmri": ProtoFMRIConfig}
+DATASETS = {"stimulus_world": StimulusWorldConfig}

@@ -1,0 +1,29 @@
+"""Prototype-based interpretable fMRI encoding (abstract 8): frozen patch features, a sparse
+layer of visual prototypes and a linear voxel readout, whose activations name the concepts
+in a stimulus and whose weights give each voxel's selectivity."""
+
+from methods.protofmri.analysis import (
+    attributions,
+    auroc,
+    match_concepts,
+    noise_ceiling,
+    pearson,
+    tuning_recovery,
+)
+from methods.protofmri.model import (
+    HubPatchFeatures,
+    PatchFeatures,
+    PrototypeLayer,
+    Ridge,
+    fit_prototypes,
+    patch_features,
+    push,
+    ridge_cv,
+    ridge_fit,
+)
+
+__all__ = [
+    "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
+    "fit_prototypes", "match_concepts", "noise_ceiling", "patch_features", "pearson", "push",
+    "ridge_cv", "ridge_fit", "tuning_recovery",
+]

@@ -1,0 +1,187 @@
+"""Frozen patch features, sparse prototype activations and a ridge voxel readout.
+
+- ``PatchFeatures``: a fixed, seeded, randomly initialised two-layer conv net (plain torch)
+  giving a grid of patch tokens per image, with each patch's mean colour appended (a
+  stand-in for a frozen foundation backbone).
+- Prototypes p_k (K of them) are k-means centres of the most salient training patch tokens
+  (the largest-norm fraction: mostly objects, not background); patch similarity
+  s_kp = cos(z_p, p_k); activation a_k = max_p ReLU(s_kp - theta_k) with theta_k a
+  quantile of s_k over training patches, then only the ``top_k`` largest a_k per image are
+  kept (RECON: the paper's exact sparsifier is not public). ``push`` replaces every
+  prototype by its nearest training patch token (interpretable by construction).
+- Readout y_v = W_v a + b_v by ridge in closed form, alpha per voxel from a grid by
+  k-fold cross-validation; the black-box baseline is the same ridge on the full tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class PatchFeatures(nn.Module):
+    """(N, 3, 64, 64) images -> (N, P, D) patch tokens (P = 8 x 8 grid, D = channels)."""
+
+    def __init__(self, channels: int = 64, seed: int = 0, colour_weight: float = 3.0) -> None:
+        super().__init__()
+        self.colour_weight = colour_weight
+        generator = torch.Generator().manual_seed(seed)
+        self.conv1 = nn.Conv2d(3, channels // 2, 5, stride=2, padding=2)
+        self.conv2 = nn.Conv2d(channels // 2, channels, 3, stride=2, padding=1)
+        with torch.no_grad():
+            for conv in (self.conv1, self.conv2):
+                fan_in = conv.weight[0].numel()
+                conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator)
+                                  * (2 / fan_in) ** 0.5)
+                conv.bias.zero_()
+        self.requires_grad_(False)
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv2(torch.relu(self.conv1(images))))  # (N, D, 16, 16)
+        h = nn.functional.avg_pool2d(h, 2).flatten(2).transpose(1, 2)  # (N, 64, D)
+        colour = nn.functional.avg_pool2d(images, images.shape[-1] // 8).flatten(2)
+        scale = self.colour_weight * h.norm(dim=-1).median()
+        return torch.cat([h, scale * colour.transpose(1, 2)], dim=-1)
+
+    def tokens(self, images: np.ndarray, batch: int = 256) -> np.ndarray:
+        return np.concatenate([self(torch.as_tensor(images[i:i + batch])).numpy()
+                               for i in range(0, len(images), batch)])
+
+
+class HubPatchFeatures:
+    """Patch tokens of a vision transformer by hub id (e.g. facebook/dinov2-small): the last
+    hidden state without the class token, images resized by the model's processor."""
+
+    def __init__(self, hub_id: str, device: str = "cpu") -> None:
+        from transformers import AutoImageProcessor, AutoModel
+
+        from common.errors import UserError
+        from models.lm.loader import hub_is_offline
+
+        try:
+            self.processor = AutoImageProcessor.from_pretrained(hub_id, local_files_only=True)
+            self.model = AutoModel.from_pretrained(hub_id, local_files_only=True)
+        except OSError:
+            if hub_is_offline():
+                raise UserError(f"backbone '{hub_id}' is not in the local Hugging Face cache "
+                                "and offline mode is on (HF_HUB_OFFLINE=1); download it once "
+                                f"with network access (hf download {hub_id})") from None
+            self.processor = AutoImageProcessor.from_pretrained(hub_id)
+            self.model = AutoModel.from_pretrained(hub_id)
+        self.model = self.model.to(device).eval()
+        self.device = device
+
+    @torch.no_grad()
+    def tokens(self, images: np.ndarray, batch: int = 64) -> np.ndarray:
+        out = []
+        for i in range(0, len(images), batch):
+            pixels = self.processor(images=list(images[i:i + batch].transpose(0, 2, 3, 1)),
+                                    return_tensors="pt", do_rescale=False)["pixel_values"]
+            hidden = self.model(pixel_values=pixels.to(self.device)).last_hidden_state
+            out.append(hidden[:, 1:].float().cpu().numpy())
+        return np.concatenate(out)
+
+
+def patch_features(backbone: str, channels: int, seed: int, colour_weight: float,
+                   device: str = "cpu"):
+    """``random_cnn`` (offline default) or a vision transformer by hub id."""
+    if backbone == "random_cnn":
+        return PatchFeatures(channels, seed, colour_weight)
+    return HubPatchFeatures(backbone, device)
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    return x / (np.linalg.norm(x, axis=-1, keepdims=True) + 1e-12)
+
+
+@dataclass
+class PrototypeLayer:
+    prototypes: np.ndarray  # (K, D)
+    thresholds: np.ndarray  # (K,)
+    top_k: int
+
+    def similarities(self, tokens: np.ndarray) -> np.ndarray:
+        """(N, K, P) cosine similarity of every patch token to every prototype."""
+        return np.einsum("npd,kd->nkp", _normalize(tokens), _normalize(self.prototypes))
+
+    def patch_activations(self, tokens: np.ndarray) -> np.ndarray:
+        """(N, K, P) ReLU(s_kp - theta_k): where on the image each prototype fires."""
+        return np.maximum(self.similarities(tokens) - self.thresholds[None, :, None], 0.0)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        """(N, K) sparse activations: max over patches, the top_k largest kept per image."""
+        a = self.patch_activations(tokens).max(-1)
+        if self.top_k < a.shape[1]:
+            cut = -np.partition(-a, self.top_k - 1, axis=1)[:, self.top_k - 1:self.top_k]
+            rank = np.argsort(np.argsort(-a, axis=1, kind="stable"), axis=1)
+            a = np.where((a >= cut) & (rank < self.top_k), a, 0.0)
+        return a
+
+
+def fit_prototypes(tokens: np.ndarray, count: int, top_k: int, quantile: float,
+                   salient_fraction: float, rng: np.random.Generator, sample: int = 20000
+                   ) -> PrototypeLayer:
+    """k-means prototypes (cosine geometry) on a sample of the ``salient_fraction`` of
+    training patch tokens with the largest norm, pushed to their nearest real token;
+    thresholds at a quantile of each prototype's similarities."""
+    from sklearn.cluster import KMeans
+
+    flat = tokens.reshape(-1, tokens.shape[-1])
+    norms = np.linalg.norm(flat, axis=1)
+    flat = flat[norms >= np.quantile(norms, 1 - salient_fraction)]
+    pick = rng.choice(len(flat), min(sample, len(flat)), replace=False)
+    centres = KMeans(count, n_init=3, random_state=int(rng.integers(2**31))).fit(
+        _normalize(flat[pick])).cluster_centers_
+    layer = PrototypeLayer(push(centres, flat[pick]), np.zeros(count), top_k)
+    sims = layer.similarities(tokens[: max(1, sample // tokens.shape[1])])
+    layer.thresholds = np.quantile(sims.transpose(1, 0, 2).reshape(count, -1), quantile, axis=1)
+    return layer
+
+
+def push(prototypes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Each prototype replaced by its most similar (cosine) real patch token."""
+    nearest = (_normalize(prototypes) @ _normalize(tokens).T).argmax(1)
+    return tokens[nearest].copy()
+
+
+@dataclass
+class Ridge:
+    coef: np.ndarray  # (F, V)
+    intercept: np.ndarray  # (V,)
+    alpha: np.ndarray  # (V,) chosen per voxel
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.coef + self.intercept
+
+
+def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float | np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Closed-form ridge with an unpenalised intercept: (coef (F, V), intercept (V,)); one
+    alpha, or one per voxel."""
+    mx, my = x.mean(0), y.mean(0)
+    xc, yc = x - mx, y - my
+    u, s, vt = np.linalg.svd(xc, full_matrices=False)
+    uty = u.T @ yc  # (r, V)
+    alphas = np.broadcast_to(np.asarray(alpha, dtype=float), (y.shape[1],))
+    shrink = s[:, None] / (s[:, None] ** 2 + alphas[None, :])  # (r, V)
+    coef = vt.T @ (shrink * uty)
+    return coef, my - mx @ coef
+
+
+def ridge_cv(x: np.ndarray, y: np.ndarray, alphas, folds: int, rng: np.random.Generator
+             ) -> Ridge:
+    """Ridge with alpha chosen per voxel from ``alphas`` by k-fold cross-validated MSE."""
+    order = rng.permutation(len(x))
+    errors = np.zeros((len(alphas), y.shape[1]))
+    for fold in np.array_split(order, folds):
+        train = np.setdiff1d(order, fold)
+        for i, alpha in enumerate(alphas):
+            coef, intercept = ridge_fit(x[train], y[train], alpha)
+            errors[i] += ((x[fold] @ coef + intercept - y[fold]) ** 2).sum(0)
+    best = np.asarray(alphas, dtype=float)[errors.argmin(0)]
+    coef, intercept = ridge_fit(x, y, best)
+    return Ridge(coef, intercept, best)

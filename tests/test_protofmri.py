@@ -1,0 +1,129 @@
+"""protofmri: attribution completeness, ridge against scikit-learn (fixed alpha and the
+cross-validated choice), the noise-ceiling estimator against planted values, top-k
+sparsity, pushed prototypes are real patches, prototype-order invariance, the renderer's
+masks, and a protocol run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from data.stimulus_world import CONCEPTS, render, responses, voxel_population
+from methods.protofmri import (
+    PatchFeatures,
+    PrototypeLayer,
+    attributions,
+    auroc,
+    fit_prototypes,
+    noise_ceiling,
+    push,
+    ridge_cv,
+    ridge_fit,
+)
+
+from .conftest import run_paper
+
+
+def _tokens(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    scenes = [rng.choice(12, 2, replace=False).tolist() for _ in range(n)]
+    stimuli = render(scenes, rng)
+    return PatchFeatures(16, seed=seed).tokens(stimuli.images), stimuli
+
+
+def test_attributions_sum_to_the_prediction():
+    rng = np.random.default_rng(0)
+    a = np.maximum(rng.standard_normal((30, 8)), 0)
+    y = rng.standard_normal((30, 5))
+    coef, intercept = ridge_fit(a, y, 1.0)
+    contributions = attributions(coef, a)
+    np.testing.assert_allclose(contributions.sum(-1) + intercept, a @ coef + intercept,
+                               atol=1e-6)
+
+
+def test_closed_form_ridge_equals_scikit_learn():
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((50, 7)), rng.standard_normal((50, 3))
+    for alpha in (0.01, 1.0, 30.0):
+        coef, intercept = ridge_fit(x, y, alpha)
+        ref = Ridge(alpha=alpha).fit(x, y)
+        np.testing.assert_allclose(coef, ref.coef_.T, atol=1e-8)
+        np.testing.assert_allclose(intercept, ref.intercept_, atol=1e-8)
+
+
+def test_cross_validated_alpha_is_the_brute_force_choice():
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((60, 10))
+    y = x @ rng.standard_normal((10, 4)) * np.array([0.05, 0.3, 1.0, 3.0]) \
+        + rng.standard_normal((60, 4))
+    alphas = [0.1, 1.0, 10.0, 100.0]
+    fitted = ridge_cv(x, y, alphas, 4, np.random.default_rng(5))
+    order = np.random.default_rng(5).permutation(60)
+    errors = np.zeros((len(alphas), 4))
+    for fold in np.array_split(order, 4):
+        train = np.setdiff1d(order, fold)
+        for i, alpha in enumerate(alphas):
+            pred = Ridge(alpha=alpha).fit(x[train], y[train]).predict(x[fold])
+            errors[i] += ((pred - y[fold]) ** 2).sum(0)
+    np.testing.assert_array_equal(fitted.alpha, np.array(alphas)[errors.argmin(0)])
+    assert len(set(fitted.alpha)) > 1  # the planted voxels differ in signal
+
+
+def test_noise_ceiling_estimate_matches_the_planted_value():
+    rng = np.random.default_rng(3)
+    presence = (rng.random((4000, 12)) < 0.2).astype(float)
+    population = voxel_population(40, 0.2, 3, (0.2, 0.8), rng)
+    estimate = noise_ceiling(responses(population, presence, 3, rng))
+    np.testing.assert_allclose(estimate, population.true_noise_ceiling, atol=0.05)
+
+
+def test_top_k_sparsity_and_pushed_prototypes_are_real_patches():
+    tokens, _ = _tokens()
+    layer = fit_prototypes(tokens, 10, 3, 0.8, 0.5, np.random.default_rng(0), sample=2000)
+    a = layer(tokens)
+    assert ((a > 0).sum(1) <= 3).all() and ((a > 0).sum(1) == 3).mean() > 0.5
+    flat = tokens.reshape(-1, tokens.shape[-1])
+    distance = np.linalg.norm(layer.prototypes[:, None] - flat[None], axis=-1).min(1)
+    np.testing.assert_allclose(distance, 0.0, atol=1e-6)
+    again = push(layer.prototypes + 1e-3, flat)
+    np.testing.assert_allclose(again, layer.prototypes, atol=1e-6)
+
+
+def test_prototype_order_does_not_change_predictions():
+    tokens, _ = _tokens(seed=1)
+    layer = fit_prototypes(tokens, 8, 4, 0.8, 0.5, np.random.default_rng(1), sample=2000)
+    perm = np.random.default_rng(2).permutation(8)
+    permuted = PrototypeLayer(layer.prototypes[perm], layer.thresholds[perm], 4)
+    y = np.random.default_rng(3).standard_normal((len(tokens), 6))
+    a, b = layer(tokens), permuted(tokens)
+    np.testing.assert_allclose(b, a[:, perm], atol=1e-12)
+    coef_a, int_a = ridge_fit(a, y, 1.0)
+    coef_b, int_b = ridge_fit(b, y, 1.0)
+    np.testing.assert_allclose(a @ coef_a + int_a, b @ coef_b + int_b, atol=1e-8)
+
+
+def test_renderer_masks_and_presence():
+    stimuli = render([[0], [3, 7], []], np.random.default_rng(0))
+    np.testing.assert_array_equal(stimuli.presence.sum(1), [1, 2, 0])
+    assert stimuli.masks[1, 3].any() and stimuli.masks[1, 7].any()
+    assert not stimuli.masks[0, 1:].any()
+    assert len(CONCEPTS) == 12
+
+
+def test_auroc_by_hand():
+    assert auroc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == pytest.approx(0.75)
+    assert auroc(np.ones(4), np.array([0, 1, 0, 1])) == pytest.approx(0.5)
+
+
+def test_protocol_runs(run_dir):
+    metrics = run_paper(["+paper=protofmri", "dataset.train_images=200",
+                         "dataset.test_images=80", "dataset.voxels=30",
+                         "protocol.synthesis_images=10", "method.prototypes=12"], run_dir)
+    for key in ("r_proto_over_r_blackbox", "concept_recovery_auroc_mean",
+                "tuning_recovery_corr", "synthesis_selectivity", "pred_over_noise_ceiling"):
+        assert np.isfinite(metrics[key]), key
+    assert (run_dir / "figures" / "encoder.png").exists()
