@@ -25,6 +25,7 @@ from methods.protofmri import (
     noise_ceiling,
     patch_features,
     pearson,
+    pointing_game,
     ridge_cv,
     tuning_recovery,
 )
@@ -86,6 +87,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     r_black = pearson(blackbox.predict(flat[test]), y[test])
     nc = noise_ceiling(repeats[:, test])
     match, aurocs = match_concepts(a[test], stimuli.presence[test])
+    pointing = pointing_game(layer.patch_activations(tokens[test]), stimuli.masks[test], match)
     selectivity = synthesis_selectivity(features, layer, readout, population,
                                         [scenes[i] for i in test], protocol.synthesis_images,
                                         rng)
@@ -104,6 +106,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
             "noise_ceiling_error_mean": float(np.abs(nc - population.true_noise_ceiling)
                                               .mean()),
             "concept_recovery_auroc_mean": float(aurocs.mean()),
+            "localisation_pointing_game": pointing,
             "tuning_recovery_corr": tuning_recovery(readout.coef, match, population.weights),
             "synthesis_selectivity": selectivity,
             "active_prototypes_per_image": float((a[test] > 0).sum(1).mean())}

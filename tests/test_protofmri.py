@@ -127,3 +127,15 @@ def test_protocol_runs(run_dir):
                 "tuning_recovery_corr", "synthesis_selectivity", "pred_over_noise_ceiling"):
         assert np.isfinite(metrics[key]), key
     assert (run_dir / "figures" / "encoder.png").exists()
+
+
+def test_pointing_game_by_hand():
+    from methods.protofmri import pointing_game
+
+    masks = np.zeros((2, 2, 16, 16), dtype=bool)
+    masks[0, 0, :2, :2] = True  # concept 0 in patch 0 of image 0
+    masks[1, 1, 14:, 14:] = True  # concept 1 in the last patch of image 1
+    maps = np.zeros((2, 3, 64))
+    maps[0, 2, 0] = 1.0  # prototype 2 (matched to concept 0) fires at patch 0: a hit
+    maps[1, 1, 5] = 1.0  # prototype 1 (matched to concept 1) fires elsewhere: a miss
+    assert pointing_game(maps, masks, np.array([2, 1])) == pytest.approx(0.5)

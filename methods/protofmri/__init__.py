@@ -8,6 +8,7 @@ from methods.protofmri.analysis import (
     match_concepts,
     noise_ceiling,
     pearson,
+    pointing_game,
     tuning_recovery,
 )
 from methods.protofmri.model import (
@@ -24,6 +25,6 @@ from methods.protofmri.model import (
 
 __all__ = [
     "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
-    "fit_prototypes", "match_concepts", "noise_ceiling", "patch_features", "pearson", "push",
-    "ridge_cv", "ridge_fit", "tuning_recovery",
+    "fit_prototypes", "match_concepts", "noise_ceiling", "patch_features", "pearson",
+    "pointing_game", "push", "ridge_cv", "ridge_fit", "tuning_recovery",
 ]

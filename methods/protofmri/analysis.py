@@ -58,3 +58,20 @@ def tuning_recovery(coef: np.ndarray, match: np.ndarray, planted: np.ndarray) ->
     concept's matched prototype and the planted weight."""
     learned = coef[match].T  # (V, C)
     return float(np.corrcoef(learned.ravel(), planted.ravel())[0, 1])
+
+
+def pointing_game(patch_maps: np.ndarray, masks: np.ndarray, match: np.ndarray,
+                  grid: int = 8) -> float:
+    """Localisation: over (image, present concept) pairs, the fraction where the matched
+    prototype's most active patch overlaps the concept's mask. ``patch_maps`` (N, K, P)
+    with P = grid x grid patches in raster order; ``masks`` (N, C, H, W)."""
+    n, c, h, w = masks.shape
+    cells = masks.reshape(n, c, grid, h // grid, grid, w // grid).any(axis=(3, 5))
+    hits, total = 0, 0
+    for concept in range(c):
+        present = cells[:, concept].reshape(n, -1)
+        shown = present.any(1)
+        best = patch_maps[:, match[concept]].argmax(1)
+        hits += int(present[np.arange(n), best][shown].sum())
+        total += int(shown.sum())
+    return hits / max(total, 1)
