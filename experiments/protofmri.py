@@ -44,10 +44,10 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
                           rng) -> float:
     """For every concept: insert it into scenes that lack it, let the model name the voxels
     it expects to rise (top decile of the predicted change), and compare the true
-    (noise-free) rise there with the rest, in units of the true response's standard
-    deviation; averaged over concepts."""
+    (noise-free) rise there with the rest, in units of the voxels' root-mean-square tuning
+    norm; averaged over concepts."""
     per_concept = []
-    clean_sd = (population.weights ** 2).sum(1).mean() ** 0.5
+    unit = (population.weights ** 2).sum(1).mean() ** 0.5
     for concept in range(len(CONCEPTS)):
         lacking = [s for s in scenes if concept not in s][:images]
         seeds = rng.integers(2**31, size=len(lacking))
@@ -57,7 +57,7 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
                      - readout.predict(layer(features.tokens(before)))).mean(0)
         true = ((presence_after - presence_before) @ population.weights.T).mean(0)
         tuned = predicted >= np.quantile(predicted, 0.9)
-        per_concept.append((true[tuned].mean() - true[~tuned].mean()) / clean_sd)
+        per_concept.append((true[tuned].mean() - true[~tuned].mean()) / unit)
     return float(np.mean(per_concept))
 
 
