@@ -35,6 +35,15 @@ from models.lm.objectives import group_advantages, grpo_loss
 from .conftest import run_paper
 
 
+def _tiny_policy(hidden: int = 32):
+    """A random one-layer Llama over the confidence-task vocabulary."""
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
+        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4,
+        max_position_embeddings=128, bos_token_id=None, eos_token_id=None,
+        pad_token_id=24)).eval()
+
+
 def _batch(seed=0):
     gen = torch.Generator().manual_seed(seed)
     rewards = (torch.rand(16, generator=gen) > 0.5).float()
@@ -118,10 +127,7 @@ def test_attempts_and_success_over_turns():
 
 def test_multi_turn_episodes_mask_the_environment_tokens():
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
-        bos_token_id=None, eos_token_id=None, pad_token_id=24)).eval()
+    model = _tiny_policy()
     tasks = [ConfidencePrompt([10, 3, 4, 22], 7, 1)] * 6  # a random model: mostly wrong
     episodes = run_episodes(model, tasks, 3, 1, torch.Generator().manual_seed(0))
     for completion, mask in zip(episodes.completions(), episodes.completion_mask,
@@ -136,10 +142,7 @@ def test_multi_turn_episodes_mask_the_environment_tokens():
 
 def test_episode_confidence_reads_the_token_or_the_policy_expectation():
     torch.manual_seed(1)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
-        bos_token_id=None, eos_token_id=None, pad_token_id=24)).eval()
+    model = _tiny_policy()
     prompt = [10, 3, 4, 22]
     episodes = run_episodes(model, [ConfidencePrompt(prompt, 7, 1)] * 4, 1, 1,
                             torch.Generator().manual_seed(0))
@@ -180,10 +183,7 @@ def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
     from methods.prohind.surprise import prediction_features
 
     torch.manual_seed(2)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-        bos_token_id=None, eos_token_id=None, pad_token_id=24)).eval()
+    model = _tiny_policy(hidden=16)
     tasks = graded_prompts([1, 2], 3, 2, np.random.default_rng(0))
     episodes = run_episodes(model, tasks, 1, 2, torch.Generator().manual_seed(0))
     head = torch.nn.Linear(16, 1)
