@@ -28,6 +28,7 @@ from methods.gcad import (
 )
 from methods.gcad.judge import COHERENCE, TRAIT, judge_scores
 from methods.gcad.metrics import drift
+from models.lm.prompting import pad_id
 from models.lm.rollout import Sampling
 
 LABELS = {"none": "no steering", "prompt": "system prompt", "residual": "residual (all tokens)",
@@ -56,7 +57,7 @@ def extract(model, tokenizer, cfg: DictConfig, sampling: Sampling, generator, la
     played = run_dialogue(model, tokenizer, controller, prompts, list(data.extraction_turns),
                           cfg.protocol.max_new_tokens, sampling, generator)
     rows = [played.ids[b][played.mask[b].bool()].tolist() for b in range(len(prompts))]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     neutral_length = len(chat.system(data.neutral))
     signals = {}
     for b, (name, prompt) in enumerate(ctx.progress(list(data.personas.items()),
@@ -109,7 +110,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     dialogue = run_dialogue(model, tokenizer, controller, prompts, list(cfg.dataset.user_turns),
                             cfg.protocol.max_new_tokens, sampling, generator, ctx.progress)
     chat = ChatFormat(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     scores = score_dialogue(model, dialogue, [chat.system(cfg.dataset.personas[p])
                                               for p, _ in rows], pad)
     judged = judge_dialogue(cfg, ctx, dialogue, rows) if cfg.judge is not None else None

@@ -23,6 +23,7 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.mpopd import MPOPDModule, ProposalConfig, generation_metrics
 from models.lm.post_training import OPDConfig, RolloutConfig, post_train
+from models.lm.prompting import pad_id
 from models.lm.rollout import sample_rollouts
 
 LABELS = {"opd": "OPD", "mpopd": "MPOPD (mixture)", "mpopd_trust_region": "MPOPD (trust region)",
@@ -106,7 +107,7 @@ def hub_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
         return [train[i] for i in rng.choice(len(train), per_step, replace=len(train) < per_step)]
 
     eos = tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    pad = pad_id(tokenizer)
     return Setting(teacher, student, sample, held_out, prompts[0].max_new_tokens, eos, pad)
 
 

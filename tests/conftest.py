@@ -57,6 +57,13 @@ def run_paper(overrides: list[str], output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text())
 
 
+def run_failing(overrides: list[str], output_dir: Path) -> tuple[int, dict]:
+    """Run one job that must fail; returns its exit code and its failed.json."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_paper(overrides, output_dir)
+    return exit_info.value.code, json.loads((output_dir / "failed.json").read_text())
+
+
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"

@@ -23,7 +23,7 @@ from methods.cfbeam import (
 from methods.cfbeam.search import Budget, draw_counts, probabilities
 from methods.cfbeam.tree import Arm, Frontier, run_point, survival_frontier
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 
 def _tiny_llama(vocab=50, seed=0):
@@ -250,11 +250,9 @@ def test_fresh_caches_give_identical_runs_and_a_corrupt_entry_is_rebuilt(tmp_pat
 
 
 def test_training_below_the_floor_fails_with_one_line_and_caches_nothing(tmp_path):
-    with pytest.raises(SystemExit) as exit_info:
-        run_paper(_small_lm_overrides(tmp_path / "cache", steps=3, floor=0.99),
-                  tmp_path / "run")
-    assert exit_info.value.code == 2
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    code, failed = run_failing(_small_lm_overrides(tmp_path / "cache", steps=3, floor=0.99),
+                               tmp_path / "run")
+    assert code == 2
     assert failed["user_error"] and "below the floor" in failed["error"]
     assert not list((tmp_path / "cache" / "tiny-lm").iterdir())
 

@@ -5,7 +5,6 @@ chat template pieces, the scores against unbatched forwards, and protocol runs."
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -33,7 +32,7 @@ from methods.gcad.steering import Signals
 from models.lm.rollout import Sampling
 from models.lm.text_statistics import distinct_n
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + "
           "'<|im_end|>' + '\n' }}{% endfor %}"
@@ -333,10 +332,8 @@ def test_protocol_runs_on_a_local_chat_model(run_dir, tmp_path, chat_model):
 
 
 def test_real_model_fails_offline_with_one_line(tmp_path):
-    with pytest.raises(SystemExit):
-        run_paper(["+paper=gcad", "model=qwen3-4b", f"paths.cache_dir={tmp_path}"],
-                  tmp_path / "run")
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    _, failed = run_failing(["+paper=gcad", "model=qwen3-4b", f"paths.cache_dir={tmp_path}"],
+                            tmp_path / "run")
     assert "Qwen/Qwen3-4B" in failed["error"] and "\n" not in failed["error"]
 
 

@@ -6,7 +6,6 @@ probabilities (V = 3, L = 3), importance weighting by enumeration, and runs."""
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from models.lm.rollout import (
 )
 from models.lm.text_statistics import repetition_rate
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 
 def _tiny(vocab=12, seed=0):
@@ -268,18 +267,15 @@ def test_sampled_objective_without_importance_weights_runs(run_dir, tmp_path):
 
 
 def test_real_models_compose_and_fail_offline_with_one_line(tmp_path):
-    with pytest.raises(SystemExit) as exit_info:
-        run_paper(["+paper=mpopd", "model=qwen3-8b", "model@student=qwen3-0.6b",
-                   "dataset=gsm8k", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "run")
-    assert exit_info.value.code == 2
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    code, failed = run_failing(["+paper=mpopd", "model=qwen3-8b", "model@student=qwen3-0.6b",
+                                "dataset=gsm8k", f"paths.cache_dir={tmp_path / 'cache'}"],
+                               tmp_path / "run")
+    assert code == 2
     assert "Qwen/Qwen3-8B" in failed["error"] and "\n" not in failed["error"]
 
 
 def test_tiny_teacher_rejects_other_datasets(tmp_path):
-    with pytest.raises(SystemExit):
-        run_paper(["+paper=mpopd", "dataset=gsm8k"], tmp_path / "run")
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    _, failed = run_failing(["+paper=mpopd", "dataset=gsm8k"], tmp_path / "run")
     assert "looping_addition" in failed["error"]
 
 

@@ -3,8 +3,6 @@ closed forms and hand-made cases, episodes, and a smoke run."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -32,7 +30,7 @@ from methods.prohind import (
 )
 from models.lm.objectives import group_advantages, grpo_loss
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 
 def _tiny_policy(hidden: int = 32):
@@ -173,9 +171,7 @@ def test_prohind_smoke_run(run_dir, tmp_path, predictor):
 
 
 def test_real_models_are_refused_with_one_line(tmp_path):
-    with pytest.raises(SystemExit):
-        run_paper(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run")
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run")
     assert "tiny-lm's token format" in failed["error"]
 
 

@@ -5,7 +5,6 @@ estimator towards the consensus by enumeration, properties against biopython and
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from methods.proteinopd import (
 )
 from models.lm.objectives import generalized_jsd, reverse_kl, sampled_token_opd_loss
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 # a fixed test sequence (standard residues only)
 SEQUENCE = ("MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSL"
@@ -200,9 +199,7 @@ def test_proteinopd_smoke_run(run_dir, tmp_path):
 
 
 def test_weights_must_match_the_objectives(tmp_path):
-    with pytest.raises(SystemExit):
-        run_paper(["+paper=proteinopd", "method.weights=[1.0]"], tmp_path / "run")
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    _, failed = run_failing(["+paper=proteinopd", "method.weights=[1.0]"], tmp_path / "run")
     assert "method.weights has 1 entries for 2 objectives" in failed["error"]
 
 
@@ -259,8 +256,6 @@ def test_a_hub_format_protein_lm_runs_through_the_same_protocol(run_dir, tmp_pat
 
 
 def test_protgpt2_fails_offline_with_one_line(tmp_path):
-    with pytest.raises(SystemExit):
-        run_paper(["+paper=proteinopd", "model=protgpt2", f"paths.cache_dir={tmp_path}"],
-                  tmp_path / "run")
-    failed = json.loads((tmp_path / "run" / "failed.json").read_text())
+    _, failed = run_failing(["+paper=proteinopd", "model=protgpt2",
+                             f"paths.cache_dir={tmp_path}"], tmp_path / "run")
     assert "nferruz/ProtGPT2" in failed["error"] and "\n" not in failed["error"]

@@ -21,7 +21,7 @@ from methods.protofmri import (
     ridge_fit,
 )
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 
 def _tokens(n=40, seed=0):
@@ -139,3 +139,10 @@ def test_pointing_game_by_hand():
     maps[0, 2, 0] = 1.0  # prototype 2 (matched to concept 0) fires at patch 0: a hit
     maps[1, 1, 5] = 1.0  # prototype 1 (matched to concept 1) fires elsewhere: a miss
     assert pointing_game(maps, masks, np.array([2, 1])) == pytest.approx(0.5)
+
+
+def test_a_backbone_by_name_fails_offline_with_one_line(tmp_path):
+    _, failed = run_failing(["+paper=protofmri", "method.backbone=facebook/dinov2-small",
+                             "dataset.train_images=20", "dataset.test_images=10"],
+                            tmp_path / "run")
+    assert "facebook/dinov2-small" in failed["error"] and "\n" not in failed["error"]

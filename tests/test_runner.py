@@ -27,7 +27,7 @@ from experiments.schemas import (
     reject_unknown_keys,
 )
 
-from .conftest import ROOT, compose_config, run_paper
+from .conftest import ROOT, compose_config, run_failing, run_paper
 
 CONF = ROOT / "conf"
 PAPER_FILES = sorted(p.stem for p in (CONF / "paper").glob("*.yaml"))
@@ -208,11 +208,9 @@ def test_finished_job_is_skipped_and_another_runs_folder_refused(tmp_path):
 
 
 def test_user_error_during_the_run_leaves_failed_json_and_exit_2(tmp_path):
-    with pytest.raises(SystemExit) as exit_info:
-        run_paper(["+paper=ditherq", "dataset=npy_vectors", "dataset.path=/nonexistent.npy"],
-                  tmp_path / "a")
-    assert exit_info.value.code == 2
-    failed = json.loads((tmp_path / "a" / "failed.json").read_text())
+    code, failed = run_failing(["+paper=ditherq", "dataset=npy_vectors",
+                                "dataset.path=/nonexistent.npy"], tmp_path / "a")
+    assert code == 2
     assert failed["user_error"] and "nonexistent" in failed["error"]
     assert not (tmp_path / "a" / "metrics.json").exists()
     assert not (tmp_path / "a" / "results.json").exists()

@@ -17,6 +17,7 @@ from methods.sufexplain import (
     components,
     exact_explanation,
     exact_min_1d,
+    free_box,
     interaction_aware_explanation,
     interval_minimum,
     is_sufficient,
@@ -119,9 +120,7 @@ def test_interaction_aware_charges_bound_the_exact_loss_on_random_subsets():
     for term in model.terms:
         if len(term.inputs) == 2:
             idx = list(term.inputs)
-            lo_t, hi_t = x.copy(), x.copy()
-            lo_t[idx], hi_t[idx] = lo[idx], hi[idx]
-            value, _ = milp_minimum([term], y, lo_t, hi_t)
+            value, _ = milp_minimum([term], y, *free_box(x, lo, hi, idx))
             for i in idx:
                 charges[i] += y * term(x[None])[0] - value
     rng = np.random.default_rng(0)
@@ -199,9 +198,7 @@ def test_planar_vertex_minimum_equals_the_milp_for_one_hidden_layer_nets():
         x = np.random.default_rng(seed).uniform(-1, 1, 4)
         lo, hi = perturbation_box(x, 0.7, np.full(4, -3.0), np.full(4, 3.0))
         for free in ([1], [0, 1], [1, 3]):
-            lo_f = np.array([lo[i] if i in free else x[i] for i in range(4)])
-            hi_f = np.array([hi[i] if i in free else x[i] for i in range(4)])
-            milp, _ = milp_minimum(model.terms, 1.0, lo_f, hi_f)
+            milp, _ = milp_minimum(model.terms, 1.0, *free_box(x, lo, hi, free))
             assert exact_min_planar(model.terms, free, x, lo, hi) == pytest.approx(milp, abs=1e-7)
     deep = _model(2, [], seed=0, hidden=(4, 4))
     assert exact_min_planar(deep.terms, [0], np.zeros(2), -np.ones(2), np.ones(2)) is None

@@ -17,7 +17,8 @@ import torch
 
 from common.errors import UserError
 from methods.gcad.steering import Controller, attached
-from models.lm.rollout import Sampling
+from models.lm.prompting import pad_id
+from models.lm.rollout import Sampling, left_pad, position_ids
 
 SYSTEM, USER, HEADER, RESPONSE, CLOSE, PAD = range(6)
 STEERABLE = (HEADER, RESPONSE)
@@ -69,10 +70,6 @@ class Dialogue:
     texts: list[list[str]] = field(default_factory=list)  # per row, the responses
 
 
-def _positions(mask: torch.Tensor) -> torch.Tensor:
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
 def _new_kv(cache, n: int) -> list[torch.Tensor]:
     return [torch.cat([layer.keys[..., -n:, :], layer.values[..., -n:, :]], dim=1)
             for layer in cache.layers]
@@ -85,20 +82,14 @@ class _Batch:
         from transformers import DynamicCache
 
         self.model, self.device = model, next(model.parameters()).device
-        batch, width = len(prefixes), max(len(p) for p in prefixes)
-        self.ids = torch.full((batch, width), pad, dtype=torch.long)
-        self.mask = torch.zeros((batch, width), dtype=torch.long)
-        self.roles = torch.full((batch, width), PAD, dtype=torch.long)
-        for b, prefix in enumerate(prefixes):
-            if prefix:  # left-padded: every row's conversation starts in the same column
-                self.ids[b, width - len(prefix):] = torch.tensor(prefix)
-                self.mask[b, width - len(prefix):] = 1
-                self.roles[b, width - len(prefix):] = SYSTEM
-        self.turns = torch.full((batch, width), -1, dtype=torch.long)
+        # left-padded: every row's conversation starts in the same column
+        self.ids, self.mask = left_pad(prefixes, pad)
+        self.roles = torch.where(self.mask.bool(), SYSTEM, PAD)
+        self.turns = torch.full_like(self.ids, -1)
         self.ids, self.mask, self.roles, self.turns = (
             t.to(self.device) for t in (self.ids, self.mask, self.roles, self.turns))
         self.cache = DynamicCache()
-        self.pending = width  # tokens not yet in the cache
+        self.pending = self.ids.shape[1]  # tokens not yet in the cache
 
     def append(self, ids: torch.Tensor, mask: torch.Tensor, roles: torch.Tensor, turn: int):
         self.ids = torch.cat([self.ids, ids], 1)
@@ -114,7 +105,7 @@ class _Batch:
         controller.response = torch.isin(self.roles[:, -n:],
                                          torch.tensor(STEERABLE, device=self.device))
         out = self.model(input_ids=self.ids[:, -n:], attention_mask=self.mask,
-                         position_ids=_positions(self.mask)[:, -n:], cache=self.cache,
+                         position_ids=position_ids(self.mask)[:, -n:], cache=self.cache,
                          use_cache=True, logits_to_keep=1)
         self.pending = 0
         return out.logits[:, -1, :]
@@ -131,7 +122,7 @@ def run_dialogue(model, tokenizer, controller: Controller, system_prompts: list[
     if not user_turns:
         raise UserError("the dialogue needs at least one user turn")
     chat = ChatFormat(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     close = chat.close()
     stop = torch.tensor(sorted({close[0], tokenizer.eos_token_id} - {None}))
     rows = _Batch(model, [chat.system(p) if p is not None else [] for p in system_prompts], pad)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import torch
 
+from models.lm.prompting import pad_id
+from models.lm.rollout import left_pad, position_ids
+
 TRAIT = ("Persona: {persona}\nUser: {user}\nAssistant: {response}\n\nOn a scale from 0 to 9, "
          "how strongly does the assistant's reply express the persona? Answer with one digit.")
 COHERENCE = ("User: {user}\nAssistant: {response}\n\nOn a scale from 0 to 9, how coherent, "
@@ -26,21 +29,16 @@ def judge_scores(judge, tokenizer, questions: list[str], batch_size: int = 8) ->
     device = next(judge.parameters()).device
     digits = torch.tensor(digit_ids(tokenizer), device=device)
     values = torch.arange(10, dtype=torch.float32, device=device) * 100 / 9
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     scores = []
     for start in range(0, len(questions), batch_size):
         rows = [list(tokenizer(tokenizer.apply_chat_template(
             [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True,
             enable_thinking=False),
             add_special_tokens=False)["input_ids"]) for q in questions[start:start + batch_size]]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long, device=device)
-        mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):
-            ids[i, width - len(row):] = torch.tensor(row, device=device)
-            mask[i, width - len(row):] = 1
+        ids, mask = (t.to(device) for t in left_pad(rows, pad))
         logits = judge(input_ids=ids, attention_mask=mask, logits_to_keep=1,
-                       position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits[:, -1]
+                       position_ids=position_ids(mask)).logits[:, -1]
         probs = torch.softmax(logits.float()[:, digits], -1)
         scores.extend((probs @ values).tolist())
     return scores

@@ -44,13 +44,13 @@ def prospective_confidence(first_token: torch.Tensor, first_logits: torch.Tensor
 def prediction_features(policy, rollouts) -> torch.Tensor:
     """(B, hidden) the policy's last-layer hidden state at the last prompt token (where the
     prospective prediction is made), without gradient."""
-    from models.lm.rollout import _positions
+    from models.lm.rollout import position_ids
 
     device = next(policy.parameters()).device
     ids = rollouts.sequences[:, :rollouts.prompt_length].to(device)
     mask = rollouts.attention_mask[:, :rollouts.prompt_length].to(device)
     with torch.no_grad():
-        out = policy(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
+        out = policy(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
                      output_hidden_states=True)
     return out.hidden_states[-1][:, -1].float()
 

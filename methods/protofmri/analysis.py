@@ -30,15 +30,13 @@ def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Mann-Whitney AUROC (ties count one half)."""
-    from scipy.stats import rankdata
+    """scikit-learn's AUROC (ties count one half); 0.5 when one class is absent."""
+    from sklearn.metrics import roc_auc_score
 
-    pos = labels > 0.5
-    if pos.all() or not pos.any():
+    positive = labels > 0.5
+    if positive.all() or not positive.any():
         return 0.5
-    ranks = rankdata(scores)
-    return float((ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2)
-                 / (pos.sum() * (~pos).sum()))
+    return float(roc_auc_score(positive, scores))
 
 
 def match_concepts(activations: np.ndarray, presence: np.ndarray) -> tuple[np.ndarray,

@@ -7,6 +7,7 @@ from methods.sufexplain.explain import (
     Explanation,
     components,
     exact_explanation,
+    free_box,
     interaction_aware_explanation,
     is_sufficient,
     nam_explanation,
@@ -22,7 +23,7 @@ from methods.sufexplain.verify import interval_minimum, milp_minimum
 
 __all__ = [
     "AdditiveModel", "AdditiveNet", "Explanation", "MLPNet", "ReluNet", "accuracy",
-    "components", "exact_explanation", "exact_min_1d", "interaction_aware_explanation",
+    "components", "exact_explanation", "exact_min_1d", "free_box", "interaction_aware_explanation",
     "interval_minimum", "is_sufficient", "milp_minimum", "nam_explanation", "pattern_loss",
     "perturbation_box", "sensitivity_order", "train_classifier", "verix_explanation",
     "worst_case",

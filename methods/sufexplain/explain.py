@@ -63,13 +63,20 @@ def _tolerance(margin: float) -> float:
     return 1e-6 * max(1.0, abs(margin))
 
 
+def free_box(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, free
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The box of the ``free`` features, every other feature fixed at x (lo = hi = x)."""
+    index = list(free)
+    box_lo, box_hi = x.astype(float), x.astype(float)
+    box_lo[index], box_hi[index] = lo[index], hi[index]
+    return box_lo, box_hi
+
+
 def worst_case(model: AdditiveModel, x: np.ndarray, free: set[int], lo: np.ndarray,
                hi: np.ndarray) -> float:
     """Certified lower bound of min y f(z) over the free features' boxes (one MILP)."""
     y = float(np.sign(model(x)[0]))
-    lo_f = np.array([lo[i] if i in free else x[i] for i in range(len(x))])
-    hi_f = np.array([hi[i] if i in free else x[i] for i in range(len(x))])
-    value, _ = milp_minimum(model.terms, y, lo_f, hi_f)
+    value, _ = milp_minimum(model.terms, y, *free_box(x, lo, hi, free))
     return value + y * model.bias
 
 
@@ -159,10 +166,7 @@ def pattern_loss(model: AdditiveModel, x: np.ndarray, lo: np.ndarray, hi: np.nda
     planar = exact_min_planar(scaled, list(pattern), x, lo, hi)
     if planar is not None:
         return base - planar
-    free = set(pattern)
-    lo_p = np.array([lo[j] if j in free else x[j] for j in range(len(x))])
-    hi_p = np.array([hi[j] if j in free else x[j] for j in range(len(x))])
-    value, _ = milp_minimum(terms, y, lo_p, hi_p)
+    value, _ = milp_minimum(terms, y, *free_box(x, lo, hi, pattern))
     return base - value
 
 
@@ -215,9 +219,7 @@ def interaction_aware_explanation(model: AdditiveModel, x: np.ndarray, lo: np.nd
         idx = list(term.inputs)
         value = exact_min_planar([_scaled(term, y)], idx, x, lo, hi)
         if value is None:
-            lo_t, hi_t = x.astype(float), x.astype(float)
-            lo_t[idx], hi_t[idx] = lo[idx], hi[idx]
-            value, _ = milp_minimum([term], y, lo_t, hi_t)
+            value, _ = milp_minimum([term], y, *free_box(x, lo, hi, idx))
         calls += 1
         loss = y * float(term(x[None])[0]) - value
         for i in idx:

@@ -75,7 +75,8 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tenso
     return ids, mask
 
 
-def _positions(mask: torch.Tensor) -> torch.Tensor:
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """Positions of a (left-)padded batch: 0 at each row's first real token."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
@@ -92,11 +93,11 @@ class _Decoder:
         """Logits after ``ids`` (the last ``new`` tokens not seen yet when cached)."""
         if self.use_cache:
             out = self.model(input_ids=ids[:, -new:], attention_mask=mask,
-                             position_ids=_positions(mask)[:, -new:], cache=self.cache,
+                             position_ids=position_ids(mask)[:, -new:], cache=self.cache,
                              use_cache=True, logits_to_keep=1)
             self.cache = out.cache
         else:
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
                              logits_to_keep=1)
         return out.logits[:, -1, :]
 
@@ -167,7 +168,7 @@ def completion_logits(model, rollouts: Rollouts) -> torch.Tensor:
     device = next(model.parameters()).device
     seq, mask = rollouts.sequences.to(device), rollouts.attention_mask.to(device)
     width = rollouts.completion_mask.shape[1]
-    logits = model(input_ids=seq, attention_mask=mask, position_ids=_positions(mask),
+    logits = model(input_ids=seq, attention_mask=mask, position_ids=position_ids(mask),
                    logits_to_keep=width + 1).logits
     return logits[:, :-1, :]
 
