@@ -1,0 +1,53 @@
+"""Schemas of directsynth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class EndpointConfig:
+    base_url: str = MISSING  # an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
+    model: str = MISSING
+    api_key: str = ""
+
+
+@dataclass
+class DirectSynthConfig(MethodConfig):
+    proposer: str = MISSING  # grammar | model | endpoint
+    max_programs: int = MISSING  # budget of the counterexample loop per domain
+    max_terms: int = MISSING  # grammar: terms of a weighted sum
+    weights: list[int] = MISSING  # grammar: term weights
+    max_new_tokens: int = MISSING  # language-model proposers
+    temperature: float = MISSING
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+
+
+@dataclass
+class DirectsynthProtocol:
+    baseline_programs: int = MISSING
+    max_states: int = MISSING
+    max_expansions: int = MISSING
+    max_steps: int = MISSING
+    perfect_max_states: int = MISSING
+    timeout: float = MISSING
+    memory_mb: int = MISSING
+
+
+@dataclass
+class Ipc2023Config(DatasetConfig):
+    root: str | None = None  # None: the shipped copy
+    domains: list[str] = MISSING
+    training_level: str = MISSING
+    training_tasks: int = MISSING
+    test_level: str = MISSING
+    test_tasks: int = MISSING
+
+
+PROTOCOL = DirectsynthProtocol
+METHODS = {"directsynth": DirectSynthConfig}
+DATASETS = {"ipc2023": Ipc2023Config}

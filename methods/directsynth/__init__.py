@@ -1,0 +1,42 @@
+"""Property-guided synthesis of direct planning heuristics (abstract 16): a typed STRIPS
+grounder with negative preconditions, search (GBFS, hill climbing, h*), the directness
+check with first-counterexample extraction, a counterexample-guided repair loop and the
+sample-and-select baseline over one proposer interface (grammar synthesizer, transformers
+model, OpenAI-compatible endpoint), and a sandbox for the generated programs."""
+
+from methods.directsynth.hostile import HOSTILE, run_hostile_suite
+from methods.directsynth.proposers import (
+    GOAL_COUNT,
+    GrammarProposer,
+    LanguageModelProposer,
+    extract_program,
+    format_counterexample,
+    http_generator,
+    transformers_generator,
+)
+from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+from methods.directsynth.search import (
+    Counterexample,
+    check_direct,
+    gbfs,
+    hill_climb,
+    perfect_heuristic,
+    state_space,
+    table_heuristic,
+)
+from methods.directsynth.strips import Task, ground, read_plan, validate_plan
+from methods.directsynth.synthesis import (
+    Limits,
+    check_program,
+    sample_and_select,
+    synthesize_direct,
+)
+
+__all__ = [
+    "GOAL_COUNT", "HOSTILE", "Counterexample", "GrammarProposer", "LanguageModelProposer",
+    "Limits", "ProgramError", "SandboxedHeuristic", "Task", "check_direct", "check_program",
+    "extract_program", "format_counterexample", "gbfs", "ground", "hill_climb",
+    "http_generator", "perfect_heuristic", "read_plan", "run_hostile_suite",
+    "sample_and_select", "state_space", "synthesize_direct", "table_heuristic",
+    "transformers_generator", "validate_plan",
+]

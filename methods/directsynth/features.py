@@ -1,0 +1,153 @@
+"""The task view a heuristic program sees, with the domain-independent features it may call.
+
+A heuristic program defines ``heuristic(state, task)``: ``state`` is a frozenset of facts as
+tuples (``("on", "b1", "b2")``) and ``task`` is a :class:`TaskView`. This module is plain
+Python (no numpy, no imports beyond the standard library) because it also runs inside the
+sandboxed worker. The relaxed features ignore delete effects and negative preconditions:
+
+- ``goal_count``: goal facts not true;
+- ``h_add`` / ``h_max``: additive and max costs of reaching the goals in the delete relaxation;
+- ``h_ff``: length of a relaxed plan extracted from h_add's best supporters (Hoffmann & Nebel);
+- ``landmarks``: facts not true that every relaxed plan from the state must achieve, found by
+  backchaining from the goals through the shared preconditions of all achievers;
+- ``count(state, p)`` / ``goals_left(state, p)``: true facts and unachieved goals of predicate p.
+
+Dead ends of the relaxation give ``inf``.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+INF = float("inf")
+
+
+class TaskView:
+    def __init__(self, spec: dict):
+        self.name = spec["name"]
+        self.atoms = [tuple(a) for a in spec["atoms"]]
+        self.index = {a: i for i, a in enumerate(self.atoms)}
+        self.goal_ids = frozenset(spec["goal"])
+        self.goals = frozenset(self.atoms[i] for i in self.goal_ids)
+        self.static = frozenset(tuple(a) for a in spec["static"])
+        self.objects = {t: list(v) for t, v in spec["objects"].items()}
+        self.operators = [(name, tuple(pre), tuple(add)) for name, pre, add in spec["operators"]]
+        self._achievers = [[] for _ in self.atoms]
+        self._consumers = [[] for _ in self.atoms]
+        self._no_pre = []
+        for k, (_, pre, add) in enumerate(self.operators):
+            for i in add:
+                self._achievers[i].append(k)
+            for i in pre:
+                self._consumers[i].append(k)
+            if not pre:
+                self._no_pre.append(k)
+
+    # ------------------------------------------------------------------ helpers
+    def ids(self, state) -> frozenset[int]:
+        return frozenset(self.index[f] for f in state if f in self.index)
+
+    def _relaxed(self, state, combine):
+        """Costs of facts and best supporters under ``combine`` (sum: h_add, max: h_max)."""
+        ids = self.ids(state)
+        cost = [INF] * len(self.atoms)
+        supporter = [None] * len(self.atoms)
+        missing = [len(pre) for _, pre, _ in self.operators]
+        queue = [(0, i) for i in ids]
+        for i in ids:
+            cost[i] = 0
+        for k in self._no_pre:
+            queue.extend(self._fire(k, 0, cost, supporter))
+        heapq.heapify(queue)
+        while queue:
+            c, i = heapq.heappop(queue)
+            if c > cost[i]:
+                continue
+            for k in self._consumers[i]:
+                missing[k] -= 1
+                if missing[k] == 0:
+                    op_cost = 1 + combine(cost[j] for j in self.operators[k][1])
+                    for item in self._fire(k, op_cost, cost, supporter):
+                        heapq.heappush(queue, item)
+        return cost, supporter
+
+    def _fire(self, k, op_cost, cost, supporter):
+        out = []
+        for j in self.operators[k][2]:
+            if op_cost < cost[j]:
+                cost[j], supporter[j] = op_cost, k
+                out.append((op_cost, j))
+        return out
+
+    # ------------------------------------------------------------------ features
+    def goal_count(self, state) -> int:
+        return len(self.goals - frozenset(state))
+
+    def h_add(self, state) -> float:
+        cost, _ = self._relaxed(state, _sum)
+        return sum(cost[i] for i in self.goal_ids)
+
+    def h_max(self, state) -> float:
+        cost, _ = self._relaxed(state, _max)
+        return max((cost[i] for i in self.goal_ids), default=0)
+
+    def h_ff(self, state) -> float:
+        cost, supporter = self._relaxed(state, _sum)
+        if any(cost[i] == INF for i in self.goal_ids):
+            return INF
+        plan, stack, done = set(), [i for i in self.goal_ids if cost[i] > 0], set()
+        while stack:
+            i = stack.pop()
+            if i in done:
+                continue
+            done.add(i)
+            k = supporter[i]
+            plan.add(k)
+            stack.extend(j for j in self.operators[k][1] if cost[j] > 0)
+        return len(plan)
+
+    def landmarks(self, state) -> float:
+        ids = self.ids(state)
+        cost, _ = self._relaxed(state, _max)
+        if any(cost[i] == INF for i in self.goal_ids):
+            return INF
+        found = set(i for i in self.goal_ids if i not in ids)
+        stack = list(found)
+        while stack:
+            i = stack.pop()
+            achievers = [k for k in self._achievers[i]
+                         if all(cost[j] < INF for j in self.operators[k][1])]
+            if not achievers:
+                continue
+            shared = set(self.operators[achievers[0]][1])
+            for k in achievers[1:]:
+                shared &= set(self.operators[k][1])
+            for j in shared - ids - found:
+                found.add(j)
+                stack.append(j)
+        return len(found)
+
+    def count(self, state, predicate: str) -> int:
+        return sum(1 for f in state if f[0] == predicate)
+
+    def goals_left(self, state, predicate: str) -> int:
+        return sum(1 for g in self.goals if g[0] == predicate and g not in state)
+
+
+def _sum(values) -> float:
+    return sum(values)
+
+
+def _max(values) -> float:
+    return max(values, default=0)
+
+
+def task_spec(task) -> dict:
+    """A :class:`methods.directsynth.strips.Task` as plain JSON data for a TaskView."""
+    from methods.directsynth.strips import bits
+
+    return {"name": task.name, "atoms": [list(a) for a in task.atoms],
+            "goal": list(bits(task.goal)), "static": [list(a) for a in sorted(task.static)],
+            "objects": task.objects,
+            "operators": [[op.name, list(bits(op.pre)), list(bits(op.add))]
+                          for op in task.operators]}

@@ -1,0 +1,249 @@
+"""Proposers of heuristic programs, all behind ``propose(feedback) -> program text``.
+
+``feedback`` is the list of counterexamples found so far (empty for the sample-and-select
+baseline, which therefore draws from the same proposer without guidance).
+
+- :class:`GrammarProposer`: an offline program synthesizer. Programs are weighted sums (and
+  maxima) of task features (goal count, h_add, h_max, h_FF, landmark count, per-predicate fact
+  and open-goal counts), enumerated by size in a seeded order. Given counterexamples it
+  computes the features along each counterexample's improving path and at the successors of
+  its state, and proposes only programs that no counterexample seen so far refutes (the path
+  stops improving, or the state gets an improving successor): every repair fixes each
+  violation it was shown, including dead ends, which can only be fixed by leaving them.
+- :class:`LanguageModelProposer`: a prompt with the domain, an example task, the program
+  template and, for repairs, the last counterexample; the reply's code block is the program.
+  Text generation comes from a transformers model (:func:`transformers_generator`) or an
+  OpenAI-compatible chat endpoint (:func:`http_generator`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from common.errors import UserError
+from methods.directsynth.features import TaskView, task_spec
+from methods.directsynth.search import Counterexample
+from methods.directsynth.strips import Task
+
+GOAL_COUNT = "def heuristic(state, task):\n    return task.goal_count(state)\n"
+RELAXED = ("goal_count", "h_add", "h_max", "h_ff", "landmarks")
+TEMPLATE = '''def heuristic(state, task):
+    """state: frozenset of facts as tuples, e.g. ("on", "b1", "b2").
+    task.goals, task.static (facts), task.objects (type -> names);
+    features: task.goal_count(state), task.h_add(state), task.h_max(state),
+    task.h_ff(state), task.landmarks(state), task.count(state, predicate),
+    task.goals_left(state, predicate). Return a number (float("inf") for dead ends)."""
+    return task.goal_count(state)
+'''
+
+
+@dataclass(frozen=True)
+class Feature:
+    method: str  # a TaskView feature method
+    predicate: str | None = None
+
+    def code(self) -> str:
+        arg = f", {self.predicate!r}" if self.predicate else ""
+        return f"task.{self.method}(state{arg})"
+
+    def value(self, view: TaskView, state) -> float:
+        fn = getattr(view, self.method)
+        return fn(state, self.predicate) if self.predicate else fn(state)
+
+
+def domain_features(task: Task) -> list[Feature]:
+    """The relaxed features, then open-goal counts of goal predicates and fact counts of
+    fluent predicates."""
+    goal_predicates = sorted({task.atoms[i][0] for i in range(len(task.atoms))
+                              if task.goal >> i & 1})
+    fluent = sorted({a[0] for a in task.atoms})
+    return ([Feature(name) for name in RELAXED]
+            + [Feature("goals_left", p) for p in goal_predicates]
+            + [Feature("count", p) for p in fluent])
+
+
+class GrammarProposer:
+    """Enumerates weighted sums of up to ``max_terms`` features (weights from ``weights``;
+    negative weights only on counting features, which are finite) and maxima of two relaxed
+    features, smaller programs first, shuffled within a size by ``seed``."""
+
+    def __init__(self, task: Task, max_terms: int = 3, weights=(1, 2, 3, 10, -1, -3), seed: int = 0):
+        self.features = domain_features(task)
+        self.view = TaskView(task_spec(task))  # features of counterexample states (trusted)
+        rng = np.random.default_rng(seed)
+        sums = []
+        for size in range(1, max_terms + 1):
+            level = []
+            for combo in itertools.combinations(range(len(self.features)), size):
+                for ws in itertools.product(weights, repeat=size):
+                    if all(w > 0 or self.features[f].method in ("count", "goals_left")
+                           for f, w in zip(combo, ws, strict=True)) and any(w > 0 for w in ws):
+                        level.append(dict(zip(combo, ws, strict=True)))
+            level = [level[i] for i in rng.permutation(len(level))]
+            sums.extend(level)
+        maxima = [(a, b) for a, b in itertools.combinations(range(len(RELAXED)), 2)]
+        self.candidates = [("sum", s) for s in sums] + [("max", m) for m in maxima]
+        self.next_index, self.constraints = 0, []
+        self.feature_evaluations = 0  # feature vectors the proposer computed itself
+
+    def program(self, candidate) -> str:
+        kind, terms = candidate
+        if kind == "max":
+            body = f"max({self.features[terms[0]].code()}, {self.features[terms[1]].code()})"
+        else:
+            body = ""
+            for f, w in terms.items():
+                term = self.features[f].code()
+                term = term if abs(w) == 1 else f"{abs(w)} * {term}"
+                body += (term if w > 0 else f"-{term}") if not body else \
+                    (f" + {term}" if w > 0 else f" - {term}")
+        return f"def heuristic(state, task):\n    return {body}\n"
+
+    def add_counterexample(self, cex: Counterexample, task: Task):
+        """Feature vectors of the improving path s0..s and of the successors of s."""
+        if self.view.name != task.name:
+            self.view = TaskView(task_spec(task))
+        path, state = [task.init], task.init
+        for name in cex.path:
+            state = task.operator_named(name).apply(state)
+            path.append(state)
+        successors = [op.apply(cex.state) for op in
+                      (task.operator_named(name) for name, _ in cex.successors)]
+        rows = [[f.value(self.view, task.facts(s)) for f in self.features]
+                for s in [*path, *successors]]
+        self.feature_evaluations += len(rows)
+        matrix = np.array(rows, dtype=float)
+        self.constraints.append((matrix[:len(path)], matrix[len(path):]))
+
+    def _values(self, candidate, x: np.ndarray) -> np.ndarray:
+        kind, terms = candidate
+        if kind == "max":
+            return np.maximum(x[..., terms[0]], x[..., terms[1]])
+        idx = list(terms)
+        w = np.array([terms[i] for i in idx], dtype=float)
+        part = x[..., idx]
+        out = (np.where(np.isinf(part), 0.0, part) * w).sum(-1)
+        return np.where(np.isinf(part).any(-1), np.inf, out)
+
+    def _fixes_all(self, candidate) -> bool:
+        """No counterexample seen so far refutes the candidate: on each, either the reported
+        path is not strictly improving under it (the state may leave the closure), or the
+        state has a strictly improving successor."""
+        for path, successors in self.constraints:
+            h = self._values(candidate, path)
+            if np.isfinite(h).all() and (np.diff(h) < 0).all() and not (
+                    self._values(candidate, successors) < h[-1]).any():
+                return False
+        return True
+
+    def propose(self, feedback: list[Counterexample], tasks: dict[str, Task]) -> str | None:
+        for cex in feedback[len(self.constraints):]:
+            self.add_counterexample(cex, tasks[cex.task])
+        while self.next_index < len(self.candidates):
+            candidate = self.candidates[self.next_index]
+            self.next_index += 1
+            if self._fixes_all(candidate):
+                return self.program(candidate)
+        return None
+
+
+# ---------------------------------------------------------------------------- language models
+def format_counterexample(cex: Counterexample, max_items: int = 40) -> str:
+    facts = " ".join("(" + " ".join(f) + ")" for f in cex.facts[:max_items])
+    succ = "\n".join(f"  {name}: h = {h:g}" for name, h in cex.successors[:max_items])
+    path = " ".join(cex.path) or "(the initial state)"
+    return (f"Task {cex.task}: the state reached by {path} is not a goal and has h = "
+            f"{cex.h:g}, but no successor has a lower value.\nState: {facts}\n"
+            f"Successors:\n{succ}\nChange the heuristic so that some successor of this state "
+            "has a strictly lower value, without breaking other states.")
+
+
+def extract_program(reply: str) -> str | None:
+    """The first fenced code block of the reply (or the reply itself) when it defines
+    ``heuristic``."""
+    blocks = re.findall(r"```(?:python)?\n(.*?)```", reply, flags=re.S)
+    for text in [*blocks, reply]:
+        if "def heuristic" in text:
+            return text.strip() + "\n"
+    return None
+
+
+class LanguageModelProposer:
+    def __init__(self, generate: Callable[[str], str], domain_text: str, example_task: str):
+        self.generate, self.domain_text, self.example_task = generate, domain_text, example_task
+        self.last_program: str | None = None
+        self.replies_without_program = 0
+
+    def prompt(self, feedback: list[Counterexample]) -> str:
+        text = ("Write a Python heuristic for greedy hill climbing in this PDDL domain. "
+                "It must be direct: from every state reached by strictly improving moves, some "
+                "successor must have a strictly lower value.\n\nDomain:\n"
+                f"{self.domain_text}\n\nExample task:\n{self.example_task}\n\nTemplate:\n"
+                f"```python\n{TEMPLATE}```\nAnswer with one Python code block.")
+        if feedback and self.last_program:
+            text += (f"\n\nYour previous heuristic:\n```python\n{self.last_program}```\n"
+                     f"It is not direct.\n{format_counterexample(feedback[-1])}")
+        return text
+
+    def propose(self, feedback: list[Counterexample], tasks: dict[str, Task]) -> str | None:
+        reply = self.generate(self.prompt(feedback))
+        program = extract_program(reply)
+        if program is None:
+            self.replies_without_program += 1
+            program = "def heuristic(state, task):\n    raise ValueError('no program')\n"
+        self.last_program = program
+        return program
+
+
+def transformers_generator(model, tokenizer, max_new_tokens: int, temperature: float,
+                           device: str) -> Callable[[str], str]:
+    """Chat-formatted sampling from a causal LM (top-p 0.95)."""
+    import torch
+
+    def generate(prompt: str) -> str:
+        messages = [{"role": "user", "content": prompt}]
+        if tokenizer.chat_template:
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                return_tensors="pt", return_dict=True)
+            ids = ids["input_ids"]
+        else:
+            ids = tokenizer(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids.to(device), max_new_tokens=max_new_tokens,
+                                 do_sample=temperature > 0, temperature=temperature or None,
+                                 top_p=0.95, pad_token_id=tokenizer.eos_token_id)
+        return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+    return generate
+
+
+def http_generator(base_url: str, model: str, max_tokens: int, temperature: float,
+                   timeout: float = 120.0, api_key: str = "") -> Callable[[str], str]:
+    """An OpenAI-compatible ``/chat/completions`` endpoint (vLLM, llama.cpp, Ollama, ...)."""
+    url = base_url.rstrip("/") + "/chat/completions"
+
+    def generate(prompt: str) -> str:
+        body = json.dumps({"model": model, "max_tokens": max_tokens, "temperature": temperature,
+                           "messages": [{"role": "user", "content": prompt}]}).encode()
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        request = urllib.request.Request(url, body, headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                reply = json.loads(response.read())
+        except OSError as err:
+            raise UserError(f"the endpoint {url} is not reachable: {err}") from err
+        try:
+            return reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as err:
+            raise UserError(f"{url} did not answer in the chat-completions format") from err
+
+    return generate

@@ -1,0 +1,152 @@
+"""Counterexample-guided synthesis of direct heuristics and the sample-and-select baseline.
+
+- :func:`synthesize_direct` (the paper's loop): propose a program, check directness on the
+  training tasks in a fixed order, stop at the first violation and hand the counterexample
+  back to the proposer; repeat until a program passes every training task or the budget ends.
+- :func:`sample_and_select` (Corrêa, Pereira & Seipp 2025): draw ``n`` programs from the same
+  proposer without feedback, run GBFS with each on every training task and keep the one that
+  solves the most (ties: fewer expansions).
+
+Every program runs in a :class:`SandboxedHeuristic`; heuristic evaluations (states whose h a
+program computed) and wall-clock seconds are counted for both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+from methods.directsynth.search import Counterexample, check_direct, gbfs
+from methods.directsynth.strips import Task
+
+
+@dataclass
+class Limits:
+    max_states: int = 2000  # improving-closure states per directness check
+    max_expansions: int = 2000  # GBFS expansions per task
+    timeout: float = 20.0  # seconds per batch of heuristic evaluations
+    memory_mb: int = 512
+
+
+@dataclass
+class ProgramCheck:
+    program: str
+    tasks_passed: int = 0  # training tasks (in order) before the first violation
+    proven: int = 0  # of those, with the whole improving closure explored
+    counterexample: Counterexample | None = None
+    error: str = ""
+    evaluations: int = 0
+    seconds: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        return not self.error and self.counterexample is None
+
+
+@dataclass
+class SynthesisResult:
+    checks: list[ProgramCheck] = field(default_factory=list)
+    proposer_evaluations: int = 0
+
+    @property
+    def final(self) -> ProgramCheck | None:
+        """The accepted program, else the one that passed the most training tasks."""
+        if not self.checks:
+            return None
+        return max(self.checks, key=lambda c: (c.accepted, c.tasks_passed, c.proven))
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.checks) and self.checks[-1].accepted
+
+    @property
+    def evaluations(self) -> int:
+        return sum(c.evaluations for c in self.checks) + self.proposer_evaluations
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.checks)
+
+
+def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
+    """Directness on each task in order, stopping at the first counterexample or error."""
+    check, start = ProgramCheck(program), time.perf_counter()
+    try:
+        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
+            for task in tasks:
+                h.set_task(task)
+                result = check_direct(task, h, limits.max_states)
+                check.evaluations += result.evaluations
+                if result.counterexample is not None:
+                    check.counterexample = result.counterexample
+                    break
+                check.tasks_passed += 1
+                check.proven += result.direct
+    except ProgramError as err:
+        check.error = str(err)
+    check.seconds = time.perf_counter() - start
+    return check
+
+
+def synthesize_direct(propose: Callable, tasks: list[Task], max_programs: int,
+                      limits: Limits, progress=None) -> SynthesisResult:
+    """The counterexample-guided loop; ``propose(feedback, tasks_by_name)`` returns a program
+    or None when the proposer has nothing left."""
+    result, feedback = SynthesisResult(), []
+    by_name = {t.name: t for t in tasks}
+    for _ in range(max_programs):
+        program = propose(feedback, by_name)
+        if program is None:
+            break
+        check = check_program(program, tasks, limits)
+        result.checks.append(check)
+        if progress:
+            progress(check)
+        if check.accepted:
+            break
+        if check.counterexample is not None:
+            feedback.append(check.counterexample)
+    return result
+
+
+@dataclass
+class CoverageCheck:
+    program: str
+    solved: int = 0
+    expansions: int = 0
+    error: str = ""
+    evaluations: int = 0
+    seconds: float = 0.0
+
+
+def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCheck:
+    check, start = CoverageCheck(program), time.perf_counter()
+    try:
+        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
+            for task in tasks:
+                h.set_task(task)
+                result = gbfs(task, h, limits.max_expansions)
+                check.solved += result.solved
+                check.expansions += result.expansions
+                check.evaluations += result.evaluations
+    except ProgramError as err:
+        check.error = str(err)
+    check.seconds = time.perf_counter() - start
+    return check
+
+
+def sample_and_select(propose: Callable, tasks: list[Task], n: int,
+                      limits: Limits) -> tuple[CoverageCheck | None, list[CoverageCheck]]:
+    """``n`` programs without feedback, each scored by GBFS coverage; the best and all."""
+    by_name = {t.name: t for t in tasks}
+    checks = []
+    for _ in range(n):
+        program = propose([], by_name)
+        if program is None:
+            break
+        checks.append(gbfs_coverage(program, tasks, limits))
+    valid = [c for c in checks if not c.error]
+    best = max(valid, key=lambda c: (c.solved, -c.expansions)) if valid else None
+    return best, checks
