@@ -43,7 +43,8 @@ def make_proposer(cfg: DictConfig, ctx: RunContext, domain, first_task, generato
     """One proposer per domain and loop; the same kind and seed for ours and the baseline."""
     method = cfg.method
     if method.proposer == "grammar":
-        return GrammarProposer(first_task, method.max_terms, tuple(method.weights), ctx.seed)
+        return GrammarProposer(first_task, method.max_terms, tuple(method.weights), ctx.seed,
+                               method.search, method.max_weight)
     example = domain.training[0].read_text()
     return LanguageModelProposer(generator, domain.domain_file.read_text(), example)
 

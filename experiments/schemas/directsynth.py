@@ -20,8 +20,10 @@ class EndpointConfig:
 class DirectSynthConfig(MethodConfig):
     proposer: str = MISSING  # grammar | model | endpoint
     max_programs: int = MISSING  # budget of the counterexample loop per domain
-    max_terms: int = MISSING  # grammar: terms of a weighted sum
-    weights: list[int] = MISSING  # grammar: term weights
+    search: str = MISSING  # grammar: enumerate | milp (how a repair is found)
+    max_terms: int = MISSING  # grammar: terms of an enumerated weighted sum
+    weights: list[int] = MISSING  # grammar: weights of enumerated terms
+    max_weight: int = MISSING  # grammar, milp: |weight| bound
     max_new_tokens: int = MISSING  # language-model proposers
     temperature: float = MISSING
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)

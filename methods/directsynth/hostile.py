@@ -52,7 +52,8 @@ HOSTILE = {
     "huge_allocation": "def heuristic(state, task):\n    x = bytearray(10 ** 11)\n"
                        "    return len(x)\n",
     "unbounded_recursion": "def heuristic(state, task):\n    return heuristic(state, task) + 1\n",
-    "kill_worker": _INTROSPECT + "def heuristic(state, task):\n    _globals_with('_exit')['_exit'](0)\n",
+    "kill_worker": _INTROSPECT + "def heuristic(state, task):\n"
+                   "    _globals_with('_exit')['_exit'](0)\n",
     "forge_reply": "def heuristic(state, task):\n"
                    "    print('{{\"h\": [-1000]}}')\n    return 0\n",
 }

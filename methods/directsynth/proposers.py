@@ -34,6 +34,7 @@ from methods.directsynth.strips import Task
 
 GOAL_COUNT = "def heuristic(state, task):\n    return task.goal_count(state)\n"
 RELAXED = ("goal_count", "h_add", "h_max", "h_ff", "landmarks")
+REACHABILITY = ("h_add", "h_max", "h_ff", "landmarks")  # inf exactly at relaxed dead ends
 TEMPLATE = '''def heuristic(state, task):
     """state: frozenset of facts as tuples, e.g. ("on", "b1", "b2").
     task.goals, task.static (facts), task.objects (type -> names);
@@ -70,11 +71,24 @@ def domain_features(task: Task) -> list[Feature]:
 
 
 class GrammarProposer:
-    """Enumerates weighted sums of up to ``max_terms`` features (weights from ``weights``;
-    negative weights only on counting features, which are finite) and maxima of two relaxed
-    features, smaller programs first, shuffled within a size by ``seed``."""
+    """Programs over the domain's features, proposed in one of two ways:
 
-    def __init__(self, task: Task, max_terms: int = 3, weights=(1, 2, 3, 10, -1, -3), seed: int = 0):
+    - ``search="enumerate"``: weighted sums of up to ``max_terms`` features (weights from
+      ``weights``; negative weights only on counting features, which are finite) and maxima
+      of two relaxed features, smaller programs first, shuffled within a size by ``seed``;
+      the next one that no counterexample so far refutes;
+    - ``search="milp"``: the first program as above, then integer weights on *all* features
+      (|w| <= ``max_weight``) that satisfy every counterexample so far, found by a MILP that
+      minimises the weights' L1 norm (HiGHS); None when no such weights exist.
+
+    Without feedback both modes draw the same enumeration order (the sample-and-select
+    baseline's programs)."""
+
+    def __init__(self, task: Task, max_terms: int = 3, weights=(1, 2, 3, 10, -1, -3),
+                 seed: int = 0, search: str = "enumerate", max_weight: int = 10):
+        if search not in ("enumerate", "milp"):
+            raise UserError(f"unknown grammar search '{search}' (enumerate, milp)")
+        self.search, self.max_weight = search, max_weight
         self.features = domain_features(task)
         self.view = TaskView(task_spec(task))  # features of counterexample states (trusted)
         rng = np.random.default_rng(seed)
@@ -143,9 +157,80 @@ class GrammarProposer:
                 return False
         return True
 
+    def _solve_weights(self) -> dict[int, int] | None:
+        """Integer weights w with sum(w * features) satisfying every counterexample: on each,
+        some step of the path does not improve (a.w >= 0) or some successor improves
+        (a.w <= -1; features are integers). Reachability features carry weight >= 1 in total,
+        so relaxed dead ends are inf and never improve."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        n, big_w = len(self.features), self.max_weight
+        reach = [i for i, f in enumerate(self.features) if f.method in REACHABILITY]
+        signed = [f.method in ("count", "goals_left") for f in self.features]
+        blocks = []
+        for path, successors in self.constraints:
+            steps = np.diff(path, axis=0)
+            if not np.isfinite(steps).all():
+                continue  # the path enters a relaxed dead end, which now stops it
+            options = [(a, ">=0") for a in steps]
+            options += [(a, "<=-1") for a in successors - path[-1] if np.isfinite(a).all()]
+            blocks.append(options)
+        k = sum(len(b) for b in blocks)
+        rows, lower, upper = [], [], []
+
+        def row(w_part, u_part=None, b_index=None, b_coef=0.0):
+            r = np.zeros(2 * n + k)
+            r[:n] = w_part
+            if u_part is not None:
+                r[n:2 * n] = u_part
+            if b_index is not None:
+                r[2 * n + b_index] = b_coef
+            return r
+
+        b_index = 0
+        for options in blocks:
+            pick = np.zeros(2 * n + k)
+            for a, kind in options:
+                big_m = big_w * np.abs(a).sum() + 1
+                if kind == ">=0":  # a.w >= -M (1 - b)
+                    rows.append(row(a, b_index=b_index, b_coef=-big_m))
+                    lower.append(-big_m)
+                    upper.append(np.inf)
+                else:  # a.w <= -1 + M (1 - b)
+                    rows.append(row(a, b_index=b_index, b_coef=big_m))
+                    lower.append(-np.inf)
+                    upper.append(big_m - 1)
+                pick[2 * n + b_index] = 1
+                b_index += 1
+            rows.append(pick)
+            lower.append(1)
+            upper.append(np.inf)
+        eye = np.eye(n)
+        for i in range(n):  # u >= |w|
+            rows += [row(-eye[i], eye[i]), row(eye[i], eye[i])]
+            lower += [0, 0]
+            upper += [np.inf, np.inf]
+        rows.append(row(np.isin(np.arange(n), reach).astype(float)))
+        lower.append(1)
+        upper.append(np.inf)
+        w_low = np.array([-big_w if s else 0 for s in signed], dtype=float)
+        bounds = Bounds(np.concatenate([w_low, np.zeros(n), np.zeros(k)]),
+                        np.concatenate([np.full(2 * n, big_w), np.ones(k)]))
+        cost = np.concatenate([np.zeros(n), np.ones(n), np.zeros(k)])
+        result = milp(cost, constraints=LinearConstraint(np.array(rows), lower, upper),
+                      integrality=np.ones(2 * n + k), bounds=bounds,
+                      options={"time_limit": 30.0})
+        if result.x is None:
+            return None
+        weights = np.round(result.x[:n]).astype(int)
+        return {i: int(w) for i, w in enumerate(weights) if w != 0}
+
     def propose(self, feedback: list[Counterexample], tasks: dict[str, Task]) -> str | None:
         for cex in feedback[len(self.constraints):]:
             self.add_counterexample(cex, tasks[cex.task])
+        if self.search == "milp" and self.constraints:
+            terms = self._solve_weights()
+            return None if terms is None else self.program(("sum", terms))
         while self.next_index < len(self.candidates):
             candidate = self.candidates[self.next_index]
             self.next_index += 1

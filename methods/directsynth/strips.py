@@ -163,24 +163,36 @@ def _bind(atom: tuple, sub: dict) -> Atom:
 
 def _assignments(schema: _Schema, reachable: dict[str, set], objects: dict) -> list[dict]:
     """Parameter bindings whose positive preconditions are all in ``reachable`` (by predicate)
-    and whose objects have the declared types: a join over the preconditions, then the
-    remaining parameters by type."""
-    subs = [{}]
-    types = dict(schema.params)
-    allowed = {v: set(objects.get(t, [])) for v, t in types.items()}
-    for pre in sorted(schema.pre, key=lambda a: len(reachable.get(a[0], ()))):
+    and whose objects have the declared types: a hash join over the preconditions (the one
+    with the most bound arguments next), then the remaining parameters by type."""
+    allowed = {v: set(objects.get(t, [])) for v, t in schema.params}
+    indexes: dict[tuple, dict] = {}
+
+    def matches(pre, bound_positions, key):
+        index = indexes.get((pre[0], bound_positions))
+        if index is None:
+            index = {}
+            for args in reachable.get(pre[0], ()):
+                if len(args) == len(pre) - 1:
+                    index.setdefault(tuple(args[i] for i in bound_positions), []).append(args)
+            indexes[(pre[0], bound_positions)] = index
+        return index.get(key, ())
+
+    subs, todo = [{}], list(schema.pre)
+    while todo and subs:
+        bound = subs[0].keys()
+        pre = max(todo, key=lambda a: (sum(not x.startswith("?") or x in bound for x in a[1:]),
+                                       -len(reachable.get(a[0], ()))))
+        todo.remove(pre)
+        positions = tuple(i for i, x in enumerate(pre[1:]) if not x.startswith("?") or x in bound)
         grown = []
         for sub in subs:
-            for args in reachable.get(pre[0], ()):
-                if len(args) != len(pre) - 1:
-                    continue
+            key = tuple(sub.get(pre[1 + i], pre[1 + i]) for i in positions)
+            for args in matches(pre, positions, key):
                 new, ok = dict(sub), True
                 for x, value in zip(pre[1:], args, strict=True):
-                    if x.startswith("?"):
-                        if new.setdefault(x, value) != value or value not in allowed[x]:
-                            ok = False
-                            break
-                    elif x != value:
+                    if x.startswith("?") and new.setdefault(x, value) != value \
+                            or x.startswith("?") and value not in allowed[x]:
                         ok = False
                         break
                 if ok:
@@ -193,21 +205,9 @@ def _assignments(schema: _Schema, reachable: dict[str, set], objects: dict) -> l
     return subs
 
 
-def ground(domain_file: str | Path, problem_file: str | Path) -> Task:
-    """Parse and ground one task: relaxed reachability from the initial state, static atoms
-    compiled away, negative preconditions on static atoms checked at grounding."""
-    from pddl import parse_domain, parse_problem
-
-    try:
-        domain, problem = parse_domain(str(domain_file)), parse_problem(str(problem_file))
-    except Exception as err:  # the parser's own error types vary by construct
-        raise UserError(f"cannot parse {problem_file}: {err}") from err
-    schemas = [_schema(a) for a in sorted(domain.actions, key=lambda a: a.name)]
-    fluent_predicates = {a[0] for s in schemas for a in (*s.add, *s.delete)}
-    objects = _typed_objects(domain, problem)
-    init = {_atom(p) for p in problem.init}
-    static = frozenset(a for a in init if a[0] not in fluent_predicates)
-
+def _relaxed_reachability(schemas, init: set, static: frozenset, objects: dict):
+    """Atoms and ground actions reachable when deletes are ignored (negative preconditions
+    are checked against static atoms only): a fixpoint over the action schemas."""
     reachable_atoms = set(init)
     grounded: dict[str, tuple] = {}
     changed = True
@@ -231,6 +231,25 @@ def ground(domain_file: str | Path, problem_file: str | Path) -> Task:
                     if atom not in reachable_atoms:
                         reachable_atoms.add(atom)
                         changed = True
+    return reachable_atoms, grounded
+
+
+def ground(domain_file: str | Path, problem_file: str | Path) -> Task:
+    """Parse and ground one task: relaxed reachability from the initial state, static atoms
+    compiled away, negative preconditions on static atoms checked at grounding."""
+    from pddl import parse_domain, parse_problem
+
+    try:
+        domain, problem = parse_domain(str(domain_file)), parse_problem(str(problem_file))
+    except Exception as err:  # the parser's own error types vary by construct
+        raise UserError(f"cannot parse {problem_file}: {err}") from err
+    schemas = [_schema(a) for a in sorted(domain.actions, key=lambda a: a.name)]
+    fluent_predicates = {a[0] for s in schemas for a in (*s.add, *s.delete)}
+    objects = _typed_objects(domain, problem)
+    init = {_atom(p) for p in problem.init}
+    static = frozenset(a for a in init if a[0] not in fluent_predicates)
+
+    reachable_atoms, grounded = _relaxed_reachability(schemas, init, static, objects)
 
     goal_pos, goal_neg = _literals(problem.goal)
     if goal_neg:

@@ -1,0 +1,441 @@
+"""directsynth: the grounder against pyperplan and the reference plans, the relaxed features
+against brute-force relaxed search, directness against a brute-force recomputation over the
+whole state space, counterexamples re-verified, direct => randomized hill climbing always
+succeeds, repairs satisfy every counterexample shown, the sandbox against hostile programs,
+the language-model proposers (a local HTTP endpoint, the packaged SmolLM2) and protocol runs."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy as np
+import pytest
+
+from data.planning import IPC2023_DOMAINS, SHIPPED, planning_domains
+from methods.directsynth import (
+    GOAL_COUNT,
+    HOSTILE,
+    GrammarProposer,
+    LanguageModelProposer,
+    Limits,
+    ProgramError,
+    SandboxedHeuristic,
+    check_direct,
+    check_program,
+    gbfs,
+    ground,
+    hill_climb,
+    http_generator,
+    perfect_heuristic,
+    read_plan,
+    run_hostile_suite,
+    state_space,
+    synthesize_direct,
+    table_heuristic,
+    validate_plan,
+)
+from methods.directsynth.features import TaskView, task_spec
+
+from .conftest import run_failing, run_paper
+
+INF = float("inf")
+
+
+def _task(domain: str, number: int, split: str = "training"):
+    return ground(SHIPPED / domain / "domain.pddl", SHIPPED / domain / split / "easy"
+                  / f"p{number:02d}.pddl")
+
+
+def _in_process(program: str, task):
+    """A trusted program's batch heuristic without the sandbox (test helper)."""
+    namespace: dict = {}
+    exec(program, namespace)
+    view = TaskView(task_spec(task))
+    return lambda states: [float(namespace["heuristic"](task.facts(s), view)) for s in states]
+
+
+def _brute_force_direct(task, values: dict[int, float]) -> bool:
+    """Directness from the explicit state graph: the closure R of s0 under improving
+    transitions by fixpoint iteration, then every non-goal state of R needs an improving
+    successor (and a finite value)."""
+    graph = state_space(task, 10**6)
+    closure, changed = {task.init}, True
+    while changed:
+        changed = False
+        for s in list(closure):
+            if task.is_goal(s):
+                continue
+            for _, t in graph[s]:
+                if values[t] < values[s] and t not in closure:
+                    closure.add(t)
+                    changed = True
+    return all(task.is_goal(s) or (values[s] < INF and any(values[t] < values[s]
+                                                           for _, t in graph[s]))
+               for s in closure)
+
+
+SMALL = [("blocksworld", 3), ("blocksworld", 5), ("ferry", 2), ("miconic", 3),
+         ("childsnack", 2), ("spanner", 2), ("satellite", 1), ("transport", 2)]
+
+
+# ---------------------------------------------------------------------------- grounding
+@pytest.mark.parametrize("domain", ["blocksworld", "miconic", "rovers", "spanner", "floortile",
+                                    "transport"])
+def test_grounder_matches_pyperplan(domain):
+    """pyperplan (no negative preconditions) on the same task: the same number of reachable
+    states and the same states as sets of the facts its operators change; the optimal plan
+    is no longer than the reference plan, which validates."""
+    from pyperplan import grounding
+    from pyperplan.pddl.parser import Parser
+
+    folder = SHIPPED / domain
+    problem = folder / "training" / "easy" / "p02.pddl"
+    parser = Parser(str(folder / "domain.pddl"), str(problem))
+    reference = grounding.ground(parser.parse_problem(parser.parse_domain()),
+                                 remove_irrelevant_operators=False)
+    seen, queue = {reference.initial_state}, deque([reference.initial_state])
+    while queue:
+        for _, t in reference.get_successor_states(queue.popleft()):
+            if t not in seen:
+                seen.add(t)
+                queue.append(t)
+    task = ground(folder / "domain.pddl", problem)
+    graph = state_space(task, 10**6)
+    changing = frozenset().union(*(op.add_effects | op.del_effects
+                                   for op in reference.operators))
+    ours = {frozenset("(" + " ".join(a) + ")" for a in task.facts(s)) & changing
+            for s in graph}
+    assert len(graph) == len(seen) and ours == {s & changing for s in seen}
+    values = perfect_heuristic(task, 10**6)
+    reference_plan = read_plan(SHIPPED / "solutions" / domain / "training" / "easy" /
+                               "p02.plan")
+    assert values[task.init] <= len(reference_plan)
+    assert validate_plan(task, reference_plan)
+
+
+@pytest.mark.parametrize("domain", IPC2023_DOMAINS)
+def test_reference_plans_validate_and_gbfs_plans_are_valid(domain):
+    task = _task(domain, 4)
+    assert validate_plan(task, read_plan(SHIPPED / "solutions" / domain / "training" / "easy"
+                                         / "p04.plan"))
+    result = gbfs(task, _in_process(GOAL_COUNT, task), 5000)
+    assert result.solved and validate_plan(task, result.plan)
+    broken = result.plan[:-1]
+    assert not validate_plan(task, broken)
+
+
+def test_negative_preconditions_are_respected():
+    """ferry: sailing to the location the ferry is at is not applicable (not (at-ferry ?to))."""
+    task = _task("ferry", 2)
+    names = [op.name for op, _ in task.successors(task.init)]
+    here = next(a for a in task.facts(task.init) if a[0] == "at-ferry")[1]
+    assert names and all(f"(sail {here} {here})" != n for n in names)
+    assert all(n.startswith("(sail " + here) or not n.startswith("(sail") for n in names)
+
+
+def test_planning_domains_errors_name_the_problem(tmp_path):
+    with pytest.raises(Exception, match="no domain 'gripper'"):
+        planning_domains(None, ["gripper"], "easy", 1, "easy", 1)
+    with pytest.raises(Exception, match="medium"):
+        planning_domains(None, ["ferry"], "easy", 1, "medium", 1)
+
+
+# ---------------------------------------------------------------------------- features
+def _relaxed_optimum(task) -> float:
+    """h+ of the initial state by breadth-first search over relaxed (monotone) states."""
+    start, dist = task.init, {task.init: 0}
+    queue = deque([start])
+    while queue:
+        s = queue.popleft()
+        if task.is_goal(s):
+            return dist[s]
+        for op in task.operators:
+            if s & op.pre == op.pre:
+                t = s | op.add
+                if t not in dist:
+                    dist[t] = dist[s] + 1
+                    queue.append(t)
+    return INF
+
+
+@pytest.mark.parametrize("domain,number", SMALL[:6])
+def test_relaxed_features_bracket_the_optimal_relaxed_plan(domain, number):
+    """h_max <= h+ <= h_FF <= h_add and h+ <= h*, on the initial state."""
+    task = _task(domain, number)
+    view, facts = TaskView(task_spec(task)), task.facts(task.init)
+    h_plus = _relaxed_optimum(task)
+    assert view.h_max(facts) <= h_plus <= view.h_ff(facts) <= view.h_add(facts)
+    assert h_plus <= perfect_heuristic(task, 10**6)[task.init]
+    assert view.goal_count(facts) == bin(task.goal & ~task.init).count("1")
+
+
+def test_relaxed_dead_ends_are_infinite():
+    """spanner: walking past the only spanner leaves the nut relaxed-unreachable."""
+    task = _task("spanner", 1)
+    view = TaskView(task_spec(task))
+    values = perfect_heuristic(task, 10**6)
+    dead = [s for s, v in values.items() if v == INF]
+    assert dead, "spanner p01 has dead ends"
+    for s in dead:
+        facts = task.facts(s)
+        assert view.h_ff(facts) == view.h_add(facts) == view.landmarks(facts) == INF
+
+
+# ---------------------------------------------------------------------------- directness
+def _random_heuristic(task, seed: int) -> dict[int, float]:
+    rng = np.random.default_rng(seed)
+    return {s: float(rng.integers(0, 6)) for s in state_space(task, 10**6)}
+
+
+@pytest.mark.parametrize("domain,number", SMALL)
+def test_directness_equals_brute_force(domain, number):
+    """The checker's verdict equals the explicit-graph recomputation for h*, goal count,
+    h_FF and random heuristics (each a different pattern of plateaus and dead ends)."""
+    task = _task(domain, number)
+    graph = state_space(task, 10**6)
+    view = TaskView(task_spec(task))
+    candidates = {"perfect": perfect_heuristic(task, 10**6),
+                  "goal_count": {s: view.goal_count(task.facts(s)) for s in graph},
+                  "h_ff": {s: view.h_ff(task.facts(s)) for s in graph}}
+    candidates.update({f"random{k}": _random_heuristic(task, k) for k in range(6)})
+    verdicts = set()
+    for name, values in candidates.items():
+        result = check_direct(task, table_heuristic(values), 10**6)
+        assert result.direct == _brute_force_direct(task, values), name
+        verdicts.add(result.direct)
+    assert check_direct(task, table_heuristic(candidates["perfect"]), 10**6).direct
+    assert verdicts == {True, False}
+
+
+def test_goal_count_is_not_direct_on_blocksworld():
+    task = _task("blocksworld", 5)
+    result = check_direct(task, _in_process(GOAL_COUNT, task), 10**5)
+    assert result.verdict == "not direct"
+
+
+def _verify_counterexample(task, h, cex):
+    """Independently: the path is applicable and strictly improving from s0 and ends in the
+    state; the state is no goal; no successor has a lower value."""
+    state, value = task.init, h([task.init])[0]
+    for name in cex.path:
+        op = task.operator_named(name)
+        assert op.applicable(state)
+        state = op.apply(state)
+        new = h([state])[0]
+        assert new < value
+        value = new
+    assert state == cex.state and not task.is_goal(state)
+    assert value == cex.h
+    successors = [t for _, t in task.successors(state)]
+    assert len(successors) == len(cex.successors)
+    assert value == INF or all(v >= value for v in h(successors))
+
+
+@pytest.mark.parametrize("domain,number", SMALL)
+def test_every_counterexample_is_reverified(domain, number):
+    task = _task(domain, number)
+    found = 0
+    for seed in range(8):
+        h = table_heuristic(_random_heuristic(task, seed))
+        result = check_direct(task, h, 10**6)
+        if result.counterexample is not None:
+            _verify_counterexample(task, h, result.counterexample)
+            found += 1
+    assert found > 0
+
+
+@pytest.mark.parametrize("domain,number", SMALL[:5])
+def test_direct_implies_randomized_hill_climbing_always_succeeds(domain, number):
+    """With a direct h every run of randomized improving hill climbing reaches a goal; with a
+    non-direct h some run gets stuck (its counterexample state is reachable by improving
+    moves)."""
+    task = _task(domain, number)
+    rng = random.Random(0)
+    perfect = table_heuristic(perfect_heuristic(task, 10**6))
+    assert all(hill_climb(task, perfect, 10**4, rng).solved for _ in range(300))
+    stuck = 0
+    for seed in range(20):
+        h = table_heuristic(_random_heuristic(task, seed))
+        result = check_direct(task, h, 10**6)
+        if result.direct:
+            assert all(hill_climb(task, h, 10**4, rng).solved for _ in range(300))
+        else:
+            runs = [hill_climb(task, h, 10**4, rng) for _ in range(300)]
+            assert not all(r.solved for r in runs)
+            stuck += 1
+    assert stuck > 0
+
+
+# ---------------------------------------------------------------------------- synthesis
+@pytest.mark.parametrize("search", ["enumerate", "milp"])
+def test_each_repair_satisfies_every_counterexample_shown(search):
+    """Every proposed program, evaluated in the sandbox on the counterexamples found before
+    it, has a non-improving path step or an improving successor at each of them."""
+    tasks = [_task("blocksworld", k) for k in range(1, 7)]
+    proposer = GrammarProposer(tasks[0], seed=0, search=search)
+    result = synthesize_direct(proposer.propose, tasks, 12, Limits())
+    assert len(result.checks) >= 3
+    by_name = {t.name: t for t in tasks}
+    for k, check in enumerate(result.checks):
+        with SandboxedHeuristic(check.program) as h:
+            for earlier in result.checks[:k]:
+                cex = earlier.counterexample
+                task = by_name[cex.task]
+                h.set_task(task)
+                path, state = [task.init], task.init
+                for name in cex.path:
+                    state = task.operator_named(name).apply(state)
+                    path.append(state)
+                values = h(path)
+                successors = h([t for _, t in task.successors(cex.state)])
+                still_improving = all(b < a for a, b in zip(values, values[1:], strict=False))
+                assert not still_improving or min(successors) < values[-1]
+
+
+def test_the_loop_finds_a_heuristic_direct_by_brute_force():
+    """miconic: the accepted program is direct on every training task by the explicit-graph
+    recomputation, and hill climbing alone solves them."""
+    tasks = [_task("miconic", k) for k in range(1, 7)]
+    proposer = GrammarProposer(tasks[0], seed=0, search="milp")
+    result = synthesize_direct(proposer.propose, tasks, 30, Limits())
+    assert result.succeeded
+    for task in tasks:
+        h = _in_process(result.final.program, task)
+        values = dict(zip(state_space(task, 10**6), h(list(state_space(task, 10**6))),
+                          strict=True))
+        assert _brute_force_direct(task, values)
+        climb = hill_climb(task, h, 1000)
+        assert climb.solved and validate_plan(task, climb.plan)
+
+
+def test_check_program_stops_at_the_first_counterexample():
+    tasks = [_task("blocksworld", k) for k in (5, 6, 7)]
+    check = check_program(GOAL_COUNT, tasks, Limits())
+    assert check.tasks_passed == 0 and check.counterexample.task == tasks[0].name
+    full = sum(check_direct(t, _in_process(GOAL_COUNT, t), 10**6).evaluations for t in tasks)
+    assert check.evaluations < full
+
+
+# ---------------------------------------------------------------------------- sandbox
+def test_hostile_programs_are_contained():
+    outcomes = run_hostile_suite(_task("ferry", 1), timeout=2.0)
+    assert len(outcomes) == len(HOSTILE)
+    assert not [o for o in outcomes if o.escaped]
+    reasons = {o.name: o.outcome for o in outcomes}
+    assert "timeout" in reasons["infinite_loop"]
+    assert "MemoryError" in reasons["huge_allocation"]
+    assert "not allowed" in reasons["introspect_system"]
+
+
+def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
+    """The same hostile program run without the sandbox does write its marker, so the
+    suite's check can fail."""
+    marker = tmp_path / "import_os.marker"
+    program = HOSTILE["import_os"].format(marker=str(marker), port=1)
+    subprocess.run([sys.executable, "-c", program + "\nheuristic(None, None)\n"], check=True)
+    assert marker.exists()
+
+
+def test_sandbox_reports_errors_and_keeps_valid_values():
+    task = _task("ferry", 1)
+    with SandboxedHeuristic("def heuristic(state, task):\n    return len(state) / 2\n") as h:
+        h.set_task(task)
+        assert h([task.init]) == [len(task.facts(task.init)) / 2]
+    for program, message in [("x = 1\n", "defines no function"),
+                             ("def heuristic(state, task):\n    return float('nan')\n", "NaN"),
+                             ("def heuristic(state, task):\n    return 1 / 0\n", "line 2")]:
+        with pytest.raises(ProgramError, match=message), SandboxedHeuristic(program) as h:
+            h.set_task(task)
+            h([task.init])
+
+
+# ---------------------------------------------------------------------------- language models
+class _ChatServer(BaseHTTPRequestHandler):
+    requests: list = []
+    reply = "Here it is:\n```python\ndef heuristic(state, task):\n    return task.h_ff(state)\n```"
+
+    def do_POST(self):  # noqa: N802 - the http.server hook
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, body))
+        data = json.dumps({"choices": [{"message": {"content": self.reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_endpoint_proposer_against_a_local_server():
+    """The loop with an OpenAI-compatible endpoint on 127.0.0.1: the request format, the
+    repair prompt carrying the counterexample, and the program taken from the code block."""
+    server = HTTPServer(("127.0.0.1", 0), _ChatServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        domain = SHIPPED / "blocksworld"
+        proposer = LanguageModelProposer(http_generator(url, "test-model", 64, 0.0),
+                                         (domain / "domain.pddl").read_text(),
+                                         (domain / "training/easy/p01.pddl").read_text())
+        tasks = [_task("blocksworld", k) for k in (5, 6)]
+        result = synthesize_direct(proposer.propose, tasks, 2, Limits())
+    finally:
+        server.shutdown()
+    path, body = _ChatServer.requests[0]
+    assert path == "/v1/chat/completions" and body["model"] == "test-model"
+    assert "(:action" in body["messages"][0]["content"]
+    assert len(result.checks) == 2 and "task.h_ff(state)" in result.checks[0].program
+    repair = _ChatServer.requests[1][1]["messages"][0]["content"]
+    assert "not direct" in repair and "no successor has a lower value" in repair
+
+
+def test_unreachable_endpoint_is_one_clear_error():
+    generate = http_generator("http://127.0.0.1:9/v1", "m", 8, 0.0, timeout=2.0)
+    with pytest.raises(Exception, match="not reachable"):
+        generate("hello")
+
+
+def test_packaged_smollm2_proposes_through_the_same_interface(tmp_path):
+    """SmolLM2-135M (offline) in the loop and the baseline: whatever it writes, each program
+    is checked in the sandbox (loaded, or rejected with its reason)."""
+    m = run_paper(["+paper=directsynth", "method.proposer=model", "model=smollm2-135m",
+                   "method.max_new_tokens=24", "method.max_programs=1",
+                   "protocol.baseline_programs=1", "dataset.domains=[ferry]",
+                   "dataset.training_tasks=1", "dataset.test_tasks=1"], tmp_path / "run")
+    assert m["programs_ours"] == 1 and m["programs_baseline"] == 1
+
+
+# ---------------------------------------------------------------------------- protocol
+SMALL_RUN = ["+paper=directsynth", "dataset.domains=[miconic,blocksworld]",
+             "dataset.training_tasks=4", "dataset.test_tasks=2", "protocol.baseline_programs=5",
+             "method.max_programs=10"]
+
+
+def test_protocol_run(tmp_path):
+    m = run_paper(SMALL_RUN, tmp_path / "run")
+    for key in ("programs_ours", "programs_baseline", "eval_cost_ratio_baseline_over_ours",
+                "direct_test_frac_final", "solved_by_hillclimb_frac", "sandbox_escapes"):
+        assert key in m
+    assert m["sandbox_escapes"] == 0 and m["programs_baseline"] == 5
+    assert m["perfect_direct_frac"] == 1.0
+    assert m["eval_cost_ratio_baseline_over_ours"] > 1
+
+
+def test_language_model_proposer_needs_a_model(tmp_path):
+    _, failed = run_failing([*SMALL_RUN, "method.proposer=model"], tmp_path / "run")
+    assert "model=qwen3-4b" in failed["error"] and "\n" not in failed["error"]
+
+
+def test_hub_model_offline_is_one_clear_error(tmp_path):
+    _, failed = run_failing([*SMALL_RUN, "method.proposer=model", "model=qwen3-4b"],
+                            tmp_path / "run")
+    assert "Qwen/Qwen3-4B" in failed["error"] and "\n" not in failed["error"]
