@@ -182,6 +182,11 @@ def _metrics(results: list[dict], hostile) -> dict[str, float]:
         "programs_ours": float(np.mean([r["programs_ours"] for r in results])),
         "programs_baseline": float(np.mean([r["programs_baseline"] for r in results])),
         "eval_cost_ratio_baseline_over_ours": baseline / max(ours, 1),
+        "eval_cost_ratio_median_over_domains": float(np.median(
+            [r["evaluations_baseline"] / max(r["evaluations_ours"], 1) for r in results])),
+        "programs_ours_where_direct_on_training": (
+            float(np.mean([r["programs_ours"] for r in results if r["accepted"]]))
+            if any(r["accepted"] for r in results) else float("nan")),
         "seconds_ratio_baseline_over_ours": (sum(r["seconds_baseline"] for r in results)
                                              / sum(r["seconds_ours"] for r in results)),
         "domains_direct_on_training": sum(r["accepted"] for r in results),
@@ -210,12 +215,13 @@ def _metrics(results: list[dict], hostile) -> dict[str, float]:
 
 def _figure(results: list[dict]):
     fig, axes = subplots(3, panel=(5.0, 3.6))
-    names = [r["domain"] for r in results]
+    names = [r["domain"] + ("*" if r["accepted"] else "") for r in results]
     x = np.arange(len(names))
     axes[0].bar(x - 0.2, [r["programs_ours"] for r in results], 0.4, label="directness loop")
     axes[0].bar(x + 0.2, [r["programs_baseline"] for r in results], 0.4,
                 label="sample and select")
-    axes[0].set(title="programs generated per domain", ylabel="programs")
+    axes[0].set(title="programs generated per domain (* direct on every training task)",
+                ylabel="programs")
     axes[1].bar(x - 0.2, [max(r["evaluations_ours"], 1) for r in results], 0.4,
                 label="directness loop")
     axes[1].bar(x + 0.2, [max(r["evaluations_baseline"], 1) for r in results], 0.4,

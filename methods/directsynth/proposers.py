@@ -295,9 +295,11 @@ def transformers_generator(model, tokenizer, max_new_tokens: int, temperature: f
     def generate(prompt: str) -> str:
         messages = [{"role": "user", "content": prompt}]
         if tokenizer.chat_template:
+            # enable_thinking=False: Qwen3 answers without a thinking block (other templates
+            # ignore the variable)
             ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                return_tensors="pt", return_dict=True)
-            ids = ids["input_ids"]
+                                                return_tensors="pt", return_dict=True,
+                                                enable_thinking=False)["input_ids"]
         else:
             ids = tokenizer(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
