@@ -7,7 +7,7 @@ PAPER  ?= cfbeam
 SWEEP  ?=
 ARGS   ?=
 # CUDA=1: a GPU machine. torch (same version as constraints.txt) comes from PyTorch's CUDA
-# index instead of the CPU wheel, and torchvision is added (the `gpu` extra).
+# index instead of the CPU wheel, and torchvision and gsplat are added (the `gpu` extra).
 CUDA   ?=
 TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
 comma  := ,
