@@ -1,5 +1,8 @@
 """3D Gaussian splat scenes and cameras.
 
+- ``Gaussians`` (positions, (w, x, y, z) quaternions, log-scales, opacity logits, RGB) and
+  pinhole ``Camera`` (world-to-camera matrix, x right, y down, z forward);
+
 - ``procedural_scene``: coloured clusters of small opaque Gaussians, faint large background
   blobs and a thin structure (a line of tiny Gaussians), with pinhole cameras on a sphere
   looking at the origin (prescribed views and novel views at other angles);
@@ -14,15 +17,82 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from common.errors import UserError
-from methods.gscoreset.rasterizer import Camera, Gaussians, rotation_matrices
 
 SH_C0 = 0.28209479177387814
+
+
+@dataclass
+class Camera:
+    world_to_cam: torch.Tensor  # (4, 4): x right, y down, z forward
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    width: int
+    height: int
+
+    @staticmethod
+    def look_at(eye, target, up, fov_deg: float, width: int, height: int) -> Camera:
+        eye, target, up = (torch.as_tensor(v, dtype=torch.float64) for v in (eye, target, up))
+        forward = target - eye
+        forward = forward / forward.norm()
+        right = torch.linalg.cross(forward, up)
+        right = right / right.norm()
+        down = torch.linalg.cross(forward, right)
+        rot = torch.stack([right, down, forward])  # rows: camera axes in world coordinates
+        view = torch.eye(4, dtype=torch.float64)
+        view[:3, :3] = rot
+        view[:3, 3] = -rot @ eye
+        focal = 0.5 * width / math.tan(math.radians(fov_deg) / 2)
+        return Camera(view.float(), focal, focal, width / 2, height / 2, width, height)
+
+
+@dataclass
+class Gaussians:
+    means: torch.Tensor  # (N, 3)
+    quats: torch.Tensor  # (N, 4) as (w, x, y, z), any norm
+    log_scales: torch.Tensor  # (N, 3)
+    opacity_logits: torch.Tensor  # (N,)
+    colors: torch.Tensor  # (N, 3) RGB (degree-0 SH already activated)
+
+    def __len__(self) -> int:
+        return self.means.shape[0]
+
+    @property
+    def opacities(self) -> torch.Tensor:
+        return torch.sigmoid(self.opacity_logits)
+
+    def subset(self, index: torch.Tensor) -> Gaussians:
+        return Gaussians(*(t[index] for t in (self.means, self.quats, self.log_scales,
+                                              self.opacity_logits, self.colors)))
+
+    def detach(self) -> Gaussians:
+        return Gaussians(*(t.detach().clone() for t in (self.means, self.quats,
+                                                        self.log_scales, self.opacity_logits,
+                                                        self.colors)))
+
+    def with_weights_in_opacity(self, weights: torch.Tensor) -> Gaussians:
+        """Fold weights into opacity, o' = 1 - (1 - o)^w (exact at the Gaussian's centre; the
+        way a weighted coreset is exported to a standard 3DGS file)."""
+        folded = 1 - (1 - self.opacities) ** weights
+        logit = torch.logit(folded.clamp(1e-6, 1 - 1e-6))
+        return replace(self, opacity_logits=logit)
+
+
+def rotation_matrices(quats: torch.Tensor) -> torch.Tensor:
+    w, x, y, z = torch.nn.functional.normalize(quats, dim=-1).unbind(-1)
+    return torch.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ], -1).reshape(*quats.shape[:-1], 3, 3)
 
 
 def _random_quats(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -41,15 +41,19 @@ LABELS = {"sensitivity": "sensitivity, weighted (ours)", "uniform": "uniform, we
 
 
 def method_scores(cfg: DictConfig, gaussians, cameras, objective: RayObjective) -> dict:
+    """Each method's scores: sampling probabilities up to a factor for the samplers, ranks
+    for the top-k pruners."""
     shares = objective.shares()
     method = cfg.method
+    blending = minisplat_scores(gaussians, cameras)
     scores = {"sensitivity": sensitivities(shares, method.sensitivity, method.uniform_mix),
               "uniform": torch.ones(len(gaussians)),
-              "importance": minisplat_scores(gaussians, cameras),
+              "uniform_unweighted": torch.ones(len(gaussians)),
+              "importance": blending,
               "opacity_topk": gaussians.opacities.detach(),
               "lightgaussian_topk": lightgaussian_scores(gaussians, cameras,
                                                          method.lightgaussian_with_t),
-              "minisplat_topk": minisplat_scores(gaussians, cameras)}
+              "minisplat_topk": blending}
     if method.pup:
         scores["pup_topk"] = pup_fisher_scores(gaussians, cameras, method.pup_patch)
     return scores, shares
@@ -105,7 +109,6 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                    "novel": [render(scene, c)[0].clamp(0, 1) for c in novel]}
     objective = RayObjective(scene, prescribed, method.eta)
     scores, shares = method_scores(cfg, scene, prescribed, objective)
-    scores["uniform_unweighted"] = scores["uniform"]
     rows = []
     jobs = [(name, b) for b in protocol.budgets for name in scores]
     for name, budget_fraction in ctx.progress(jobs, "coresets (method x budget)"):

@@ -398,6 +398,21 @@ def test_endpoint_proposer_against_a_local_server():
     assert "not direct" in repair and "no successor has a lower value" in repair
 
 
+def test_a_program_that_fails_is_reported_back_to_the_model():
+    prompts = []
+    replies = iter(["```python\ndef heuristic(state, task):\n    return undefined_name\n```",
+                    "no code at all"])
+
+    def generate(prompt):
+        prompts.append(prompt)
+        return next(replies)
+
+    proposer = LanguageModelProposer(generate, "(define (domain d))", "(define (problem p))")
+    result = synthesize_direct(proposer.propose, [_task("ferry", 1)], 2, Limits())
+    assert "NameError" in result.checks[0].error and "failed to run" in prompts[1]
+    assert proposer.replies_without_program == 1 and "no program" in result.checks[1].error
+
+
 def test_unreachable_endpoint_is_one_clear_error():
     generate = http_generator("http://127.0.0.1:9/v1", "m", 8, 0.0, timeout=2.0)
     with pytest.raises(Exception, match="not reachable"):

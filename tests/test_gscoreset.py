@@ -313,16 +313,16 @@ def test_protocol_run(tmp_path):
 
 @pytest.mark.gpu
 def test_rasterizer_matches_gsplat_on_gpu():
-    gsplat = pytest.importorskip("gsplat")
+    pytest.importorskip("gsplat")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
+    from methods.gscoreset.rasterizer import render_gsplat
+
     g = _scene(200, 9, dtype=torch.float32)
     cam = _camera(64, 9)
-    ours, _ = render(g, cam)
-    k = torch.tensor([[cam.fx, 0, cam.cx], [0, cam.fy, cam.cy], [0, 0, 1.0]])
-    theirs, _, _ = gsplat.rasterization(
-        g.means.cuda(), torch.nn.functional.normalize(g.quats, dim=-1).cuda(),
-        torch.exp(g.log_scales).cuda(), torch.sigmoid(g.opacity_logits).cuda(),
-        g.colors.cuda(), cam.world_to_cam[None].cuda(), k[None].cuda(), cam.width,
-        cam.height, eps2d=0.3, packed=False)
-    assert torch.abs(theirs[0].cpu() - ours).max() < 2e-2
+    ours, ours_t = render(g, cam)
+    on_gpu = Gaussians(*(t.cuda() for t in (g.means, g.quats, g.log_scales, g.opacity_logits,
+                                            g.colors)))
+    theirs, theirs_t = render_gsplat(on_gpu, cam)
+    assert torch.abs(theirs.cpu() - ours).mean() < 5e-3
+    assert torch.abs(theirs_t.cpu() - ours_t).mean() < 5e-3

@@ -1,7 +1,8 @@
 """Proposers of heuristic programs, all behind ``propose(feedback) -> program text``.
 
-``feedback`` is the list of counterexamples found so far (empty for the sample-and-select
-baseline, which therefore draws from the same proposer without guidance).
+``feedback`` lists, per rejected program, its counterexample or its error message (empty for
+the sample-and-select baseline, which therefore draws from the same proposer without
+guidance).
 
 - :class:`GrammarProposer`: an offline program synthesizer. Programs are weighted sums (and
   maxima) of task features (goal count, h_add, h_max, h_FF, landmark count, per-predicate fact
@@ -104,7 +105,7 @@ class GrammarProposer:
             sums.extend(level)
         maxima = [(a, b) for a, b in itertools.combinations(range(len(RELAXED)), 2)]
         self.candidates = [("sum", s) for s in sums] + [("max", m) for m in maxima]
-        self.next_index, self.constraints = 0, []
+        self.next_index, self.constraints, self.feedback_seen = 0, [], 0
         self.feature_evaluations = 0  # feature vectors the proposer computed itself
 
     def program(self, candidate) -> str:
@@ -225,9 +226,11 @@ class GrammarProposer:
         weights = np.round(result.x[:n]).astype(int)
         return {i: int(w) for i, w in enumerate(weights) if w != 0}
 
-    def propose(self, feedback: list[Counterexample], tasks: dict[str, Task]) -> str | None:
-        for cex in feedback[len(self.constraints):]:
-            self.add_counterexample(cex, tasks[cex.task])
+    def propose(self, feedback: list, tasks: dict[str, Task]) -> str | None:
+        for item in feedback[self.feedback_seen:]:
+            if isinstance(item, Counterexample):  # programs of the grammar do not fail
+                self.add_counterexample(item, tasks[item.task])
+        self.feedback_seen = len(feedback)
         if self.search == "milp" and self.constraints:
             terms = self._solve_weights()
             return None if terms is None else self.program(("sum", terms))
@@ -266,18 +269,21 @@ class LanguageModelProposer:
         self.last_program: str | None = None
         self.replies_without_program = 0
 
-    def prompt(self, feedback: list[Counterexample]) -> str:
+    def prompt(self, feedback: list) -> str:
         text = ("Write a Python heuristic for greedy hill climbing in this PDDL domain. "
                 "It must be direct: from every state reached by strictly improving moves, some "
                 "successor must have a strictly lower value.\n\nDomain:\n"
                 f"{self.domain_text}\n\nExample task:\n{self.example_task}\n\nTemplate:\n"
                 f"```python\n{TEMPLATE}```\nAnswer with one Python code block.")
         if feedback and self.last_program:
+            last = feedback[-1]
+            problem = (f"It is not direct.\n{format_counterexample(last)}"
+                       if isinstance(last, Counterexample) else f"It failed to run: {last}")
             text += (f"\n\nYour previous heuristic:\n```python\n{self.last_program}```\n"
-                     f"It is not direct.\n{format_counterexample(feedback[-1])}")
+                     f"{problem}")
         return text
 
-    def propose(self, feedback: list[Counterexample], tasks: dict[str, Task]) -> str | None:
+    def propose(self, feedback: list, tasks: dict[str, Task]) -> str | None:
         reply = self.generate(self.prompt(feedback))
         program = extract_program(reply)
         if program is None:

@@ -93,7 +93,8 @@ def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramChe
 def synthesize_direct(propose: Callable, tasks: list[Task], max_programs: int,
                       limits: Limits, progress=None) -> SynthesisResult:
     """The counterexample-guided loop; ``propose(feedback, tasks_by_name)`` returns a program
-    or None when the proposer has nothing left."""
+    or None when the proposer has nothing left. ``feedback`` holds, per rejected program,
+    its counterexample or (when it failed to run) its error message."""
     result, feedback = SynthesisResult(), []
     by_name = {t.name: t for t in tasks}
     for _ in range(max_programs):
@@ -106,8 +107,7 @@ def synthesize_direct(propose: Callable, tasks: list[Task], max_programs: int,
             progress(check)
         if check.accepted:
             break
-        if check.counterexample is not None:
-            feedback.append(check.counterexample)
+        feedback.append(check.counterexample or check.error)
     return result
 
 

@@ -19,83 +19,17 @@ additive objective F(r) = sum_i tau_i(r) = -log T(r) without the early stop).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
+
+from data.splat_scenes import Camera, Gaussians, rotation_matrices
 
 ALPHA_MAX = 0.99
 ALPHA_MIN = 1.0 / 255.0
 T_STOP = 1e-4
 BLUR = 0.3
 NEAR, FAR = 0.01, 1e10
-
-
-@dataclass
-class Camera:
-    world_to_cam: torch.Tensor  # (4, 4): x right, y down, z forward
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    width: int
-    height: int
-
-    @staticmethod
-    def look_at(eye, target, up, fov_deg: float, width: int, height: int) -> Camera:
-        eye, target, up = (torch.as_tensor(v, dtype=torch.float64) for v in (eye, target, up))
-        forward = target - eye
-        forward = forward / forward.norm()
-        right = torch.linalg.cross(forward, up)
-        right = right / right.norm()
-        down = torch.linalg.cross(forward, right)
-        rot = torch.stack([right, down, forward])  # rows: camera axes in world coordinates
-        view = torch.eye(4, dtype=torch.float64)
-        view[:3, :3] = rot
-        view[:3, 3] = -rot @ eye
-        focal = 0.5 * width / math.tan(math.radians(fov_deg) / 2)
-        return Camera(view.float(), focal, focal, width / 2, height / 2, width, height)
-
-
-@dataclass
-class Gaussians:
-    means: torch.Tensor  # (N, 3)
-    quats: torch.Tensor  # (N, 4) as (w, x, y, z), any norm
-    log_scales: torch.Tensor  # (N, 3)
-    opacity_logits: torch.Tensor  # (N,)
-    colors: torch.Tensor  # (N, 3) RGB (degree-0 SH already activated)
-
-    def __len__(self) -> int:
-        return self.means.shape[0]
-
-    @property
-    def opacities(self) -> torch.Tensor:
-        return torch.sigmoid(self.opacity_logits)
-
-    def subset(self, index: torch.Tensor) -> Gaussians:
-        return Gaussians(*(t[index] for t in (self.means, self.quats, self.log_scales,
-                                              self.opacity_logits, self.colors)))
-
-    def detach(self) -> Gaussians:
-        return Gaussians(*(t.detach().clone() for t in (self.means, self.quats,
-                                                        self.log_scales, self.opacity_logits,
-                                                        self.colors)))
-
-    def with_weights_in_opacity(self, weights: torch.Tensor) -> Gaussians:
-        """Fold weights into opacity, o' = 1 - (1 - o)^w (exact at the Gaussian's centre; the
-        way a weighted coreset is exported to a standard 3DGS file)."""
-        folded = 1 - (1 - self.opacities) ** weights
-        logit = torch.logit(folded.clamp(1e-6, 1 - 1e-6))
-        return replace(self, opacity_logits=logit)
-
-
-def rotation_matrices(quats: torch.Tensor) -> torch.Tensor:
-    w, x, y, z = torch.nn.functional.normalize(quats, dim=-1).unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ], -1).reshape(*quats.shape[:-1], 3, 3)
 
 
 def covariances(gaussians: Gaussians) -> torch.Tensor:
@@ -246,3 +180,28 @@ def optical_depth(gaussians: Gaussians, camera: Camera, tile: int = 16) -> torch
                 alpha = _alphas(proj, opacities, index, pixels)
                 tau[flat[:, None], index[None, :]] = -torch.log1p(-alpha)
     return tau
+
+
+def render_gsplat(gaussians: Gaussians, camera: Camera, weights: torch.Tensor | None = None,
+                  background: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same image through gsplat's CUDA rasterizer (``pip install gsplat``, a CUDA
+    device): weights folded into opacity (exact at the Gaussians' centres), the 0.3 blur.
+    gsplat clamps alpha at 0.999 where the 3DGS kernel (and this rasterizer) use 0.99, so
+    nearly opaque centres differ slightly."""
+    try:
+        from gsplat import rasterization
+    except ImportError as err:
+        from common.errors import UserError
+
+        raise UserError("the gsplat backend needs `pip install gsplat` and a CUDA device") \
+            from err
+    g = gaussians if weights is None else gaussians.with_weights_in_opacity(weights)
+    device = g.means.device
+    k = torch.tensor([[camera.fx, 0, camera.cx], [0, camera.fy, camera.cy], [0, 0, 1.0]],
+                     device=device)
+    image, alpha, _ = rasterization(
+        g.means, torch.nn.functional.normalize(g.quats, dim=-1), torch.exp(g.log_scales),
+        g.opacities, g.colors, camera.world_to_cam[None].to(device), k[None], camera.width,
+        camera.height, eps2d=BLUR, packed=False,
+        backgrounds=torch.full((1, 3), float(background), device=device))
+    return image[0], 1 - alpha[0, ..., 0]
