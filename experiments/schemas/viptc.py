@@ -1,0 +1,60 @@
+"""Schemas of viptc."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class ViptcConfig(MethodConfig):
+    lambda_sptc: float = MISSING
+    lambda_cmptc: float = MISSING
+    lambda_kd: float = MISSING
+    tau: float = MISSING
+    divergence: str = MISSING  # kl | mse
+    anchor: str = MISSING  # none | rgb | ir
+    form: str = MISSING  # frobenius | kl
+    margin: float = MISSING
+    width: int = MISSING
+    dim: int = MISSING
+
+
+@dataclass
+class ViptcProtocol:
+    arms: list[str] = MISSING
+    seeds: int = MISSING
+    epochs: int = MISSING
+    lr: float = MISSING
+    ids_per_batch: int = MISSING
+    per_modality: int = MISSING
+
+
+@dataclass
+class SyntheticConfig(DatasetConfig):
+    tasks: int = MISSING
+    train_ids: int = MISSING
+    test_ids: int = MISSING
+    images_per_id: int = MISSING
+    height: int = MISSING
+    width: int = MISSING
+    noise: float = MISSING
+
+
+@dataclass
+class ViReidConfig(DatasetConfig):
+    order: list[str] = MISSING
+    regdb_root: str = MISSING
+    sysu_root: str = MISSING
+    trial: int = MISSING
+    height: int = MISSING
+    width: int = MISSING
+    max_images_per_id: int = MISSING
+
+
+PROTOCOL = ViptcProtocol
+METHODS = {"viptc": ViptcConfig}
+DATASETS = {"synthetic": SyntheticConfig, "vi_reid": ViReidConfig}

@@ -1,0 +1,102 @@
+"""viptc protocol: every arm (finetune, joint upper bound, feature KD, CKA KD, S-PTC, CM-PTC,
+both) over the same task stream for several seeds; cross-modal mAP on every seen task after
+every stage, forgetting, intra-modal forgetting per modality (asymmetry), plasticity on the
+newest task, the RGB/IR topology gap, and a check that no exemplar is stored."""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import DictConfig
+
+from data.reid_stream import reid_stream
+from experiments.helpers.figures import subplots
+from experiments.runner import register_paper
+from experiments.runner.context import RunContext
+from methods.viptc.lifelong import (
+    Arm,
+    LossOptions,
+    forgetting,
+    image_shaped_tensors,
+    run_stream,
+)
+
+LABELS = {"finetune": "finetune", "joint": "joint (upper bound)", "feature_kd": "feature KD",
+          "cka_kd": "CKA KD", "sptc": "S-PTC", "cmptc": "CM-PTC", "both": "S-PTC + CM-PTC"}
+
+
+def arms(cfg: DictConfig) -> list[Arm]:
+    m = cfg.method
+    table = {"finetune": Arm("finetune"), "joint": Arm("joint", joint=True),
+             "feature_kd": Arm("feature_kd", feature_kd=m.lambda_kd),
+             "cka_kd": Arm("cka_kd", cka_kd=m.lambda_kd),
+             "sptc": Arm("sptc", sptc=m.lambda_sptc), "cmptc": Arm("cmptc", cmptc=m.lambda_cmptc),
+             "both": Arm("both", sptc=m.lambda_sptc, cmptc=m.lambda_cmptc)}
+    return [table[name] for name in cfg.protocol.arms]
+
+
+def summarize(results) -> dict[str, float]:
+    cross = [r.cross for r in results]
+    f_rgb = forgetting([r.rgb for r in results])
+    f_ir = forgetting([r.ir for r in results])
+    return {"forgetting": forgetting(cross), "forgetting_rgb": f_rgb, "forgetting_ir": f_ir,
+            "asymmetry": abs(f_ir - f_rgb),
+            "new_task_map": float(np.mean([results[s].cross[s] for s in range(len(results))])),
+            "final_map": float(np.mean(results[-1].cross)),
+            "final_rank1": float(np.mean(results[-1].rank1)),
+            "topology_gap": float(np.mean(results[-1].topology_gap))}
+
+
+@register_paper("viptc")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
+    options = LossOptions(method.tau, method.divergence, method.anchor, method.form,
+                          method.margin)
+    rows, curves, exemplars = [], {}, 0
+    seeds = [ctx.seed + k for k in range(protocol.seeds)]
+    jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
+    streams = {seed: reid_stream(data, np.random.default_rng(seed)) for seed in seeds}
+    for seed, arm in ctx.progress(jobs, "arms x seeds"):
+        results, state = run_stream(streams[seed], arm, options, protocol.epochs, protocol.lr,
+                                    protocol.ids_per_batch, protocol.per_modality,
+                                    method.width, method.dim, seed, ctx.compute)
+        shape = tuple(streams[seed][0].train.images.shape[-2:])
+        if not arm.joint:
+            exemplars += image_shaped_tensors(state, *shape)
+        rows.append({"arm": arm.name, "seed": seed, **summarize(results)})
+        curves.setdefault(arm.name, []).append(
+            [float(np.mean(r.cross[:1])) for r in results])  # the first task over stages
+    ctx.save_table("arms", rows)
+    mean = {a: {k: float(np.mean([r[k] for r in rows if r["arm"] == a]))
+                for k in rows[0] if k not in ("arm", "seed")} for a in curves}
+    ctx.save_table("arms_mean", [{"arm": a, **v} for a, v in mean.items()])
+    ctx.save_figure("forgetting", _figure(mean, curves))
+    metrics = {f"{k}_{a}": v for a, values in mean.items() for k, v in values.items()}
+    metrics.update({f"forgetting_{a}": mean[a]["forgetting"] for a in mean})
+    metrics.update({f"asymmetry_{a}": mean[a]["asymmetry"] for a in mean})
+    if "sptc" in mean and "finetune" in mean:
+        metrics["new_task_map_sptc_over_finetune"] = (mean["sptc"]["new_task_map"]
+                                                      / mean["finetune"]["new_task_map"])
+    metrics["exemplars_stored"] = exemplars
+    return metrics
+
+
+def _figure(mean: dict, curves: dict):
+    fig, axes = subplots(3, panel=(4.8, 3.6))
+    names = list(mean)
+    x = np.arange(len(names))
+    labels = [LABELS.get(n, n) for n in names]
+    axes[0].bar(x, [mean[n]["forgetting"] for n in names])
+    axes[0].set(title="forgetting (cross-modal mAP)", ylabel="best - final")
+    axes[1].bar(x - 0.2, [mean[n]["forgetting_rgb"] for n in names], 0.4, label="RGB -> RGB")
+    axes[1].bar(x + 0.2, [mean[n]["forgetting_ir"] for n in names], 0.4, label="IR -> IR")
+    axes[1].set(title="forgetting per modality")
+    axes[1].legend(fontsize=7)
+    for ax in axes[:2]:
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+    for n in names:
+        curve = np.mean(curves[n], axis=0)
+        axes[2].plot(np.arange(1, len(curve) + 1), curve, "-o", label=LABELS.get(n, n))
+    axes[2].set(title="task 1 cross-modal mAP after each stage", xlabel="stage", ylabel="mAP")
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,267 @@
+"""Exemplar-free lifelong training over a stream of VI-ReID tasks and its evaluation.
+
+One shared backbone (a small CNN with a BN-neck) and one identity head per task. Each stage
+trains on the current task only (``joint``: on every task so far, the upper bound that keeps
+all data) with cross-entropy + batch-hard triplet and the arm's extra losses against the
+frozen model of the previous stage. After a stage the class means of the task's training
+identities per modality are appended to the prototype bank (no images are kept).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from data.reid_stream import IR, RGB, ReidSplit, ReidTask
+from methods.viptc.losses import (
+    batch_hard_triplet,
+    cka_kd_loss,
+    class_means,
+    cmptc_loss,
+    feature_kd_loss,
+    sptc_loss,
+    topology,
+)
+from methods.viptc.retrieval import evaluate_retrieval
+from models.trainer import Compute, make_trainer
+
+
+@dataclass
+class Arm:
+    name: str
+    sptc: float = 0.0
+    cmptc: float = 0.0
+    feature_kd: float = 0.0
+    cka_kd: float = 0.0
+    joint: bool = False
+
+
+@dataclass
+class LossOptions:
+    tau: float = 0.1
+    divergence: str = "kl"
+    anchor: str = "none"
+    form: str = "frobenius"
+    margin: float = 0.3
+
+
+class ReidNet(nn.Module):
+    def __init__(self, width: int = 32, dim: int = 128):
+        super().__init__()
+
+        def block(cin, cout, stride):
+            return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                    nn.ReLU(inplace=True)]
+
+        self.backbone = nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
+                                      *block(2 * width, 2 * width, 1),
+                                      *block(2 * width, dim, 2), nn.AdaptiveAvgPool2d(1),
+                                      nn.Flatten())
+        self.neck = nn.BatchNorm1d(dim)
+        self.heads = nn.ModuleList()
+        self.dim = dim
+
+    def add_head(self, classes: int):
+        self.heads.append(nn.Linear(self.dim, classes, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Retrieval features (after the BN-neck)."""
+        return self.neck(self.backbone(x))
+
+
+@dataclass
+class PrototypeBank:
+    """Class means per modality of the training identities of finished stages."""
+
+    prototypes: list[torch.Tensor] = field(default_factory=list)
+
+    def add(self, net: ReidNet, split: ReidSplit, batch: int = 256):
+        feats = extract(net, split.images, batch)
+        for mod in (RGB, IR):
+            mask = split.modality == mod
+            self.prototypes.append(class_means(feats[mask], split.ids[mask])[1])
+
+    @property
+    def matrix(self) -> torch.Tensor | None:
+        return torch.cat(self.prototypes) if self.prototypes else None
+
+
+def extract(net: ReidNet, images: torch.Tensor, batch: int = 256) -> torch.Tensor:
+    was_training = net.training
+    net.eval()
+    device = next(net.parameters()).device
+    with torch.no_grad():
+        out = torch.cat([net(images[i:i + batch].to(device)).cpu()
+                         for i in range(0, len(images), batch)])
+    net.train(was_training)
+    return out
+
+
+def pk_batches(split: ReidSplit, ids_per_batch: int, per_modality: int,
+               rng: np.random.Generator) -> list[np.ndarray]:
+    """Batches of P identities x K images per modality, each identity once per epoch."""
+    ids = split.ids.numpy()
+    modality = split.modality.numpy()
+    unique = rng.permutation(np.unique(ids))
+    batches = []
+    for start in range(0, len(unique) - ids_per_batch + 1, ids_per_batch):
+        chosen = []
+        for pid in unique[start:start + ids_per_batch]:
+            for mod in (RGB, IR):
+                pool = np.flatnonzero((ids == pid) & (modality == mod))
+                chosen.extend(rng.choice(pool, per_modality, replace=pool.size < per_modality))
+        batches.append(np.array(chosen))
+    return batches
+
+
+class StageModule(L.LightningModule):
+    def __init__(self, net: ReidNet, old: ReidNet | None, bank: torch.Tensor | None, arm: Arm,
+                 options: LossOptions, label_maps: list[dict], lr: float):
+        super().__init__()
+        self.net, self.arm, self.options, self.lr = net, arm, options, lr
+        self.frozen = [old] if old is not None else []  # a list: not a trained submodule
+        self.label_maps = label_maps  # per head: global id -> class index
+        if bank is not None:
+            self.register_buffer("bank", bank.clone())
+        else:
+            self.bank = None
+        for frozen in self.frozen:
+            frozen.eval()
+            for p in frozen.parameters():
+                p.requires_grad_(False)
+
+    def training_step(self, batch, _):
+        images, ids, modality, head = batch
+        feats = self.net(images)
+        loss = batch_hard_triplet(feats, ids, self.options.margin)
+        for k in torch.unique(head).tolist():
+            rows = head == k
+            targets = torch.tensor([self.label_maps[k][int(i)] for i in ids[rows]],
+                                   device=feats.device)
+            loss = loss + F.cross_entropy(self.net.heads[k](feats[rows]), targets)
+        arm, opt = self.arm, self.options
+        if self.frozen and (arm.sptc or arm.feature_kd or arm.cka_kd):
+            with torch.no_grad():
+                old_feats = self.frozen[0].to(images.device)(images)
+            if arm.sptc and self.bank is not None:
+                loss = loss + arm.sptc * sptc_loss(feats, old_feats, self.bank, opt.tau,
+                                                   opt.divergence)
+            if arm.feature_kd:
+                loss = loss + arm.feature_kd * feature_kd_loss(feats, old_feats)
+            if arm.cka_kd:
+                loss = loss + arm.cka_kd * cka_kd_loss(feats, old_feats)
+        if arm.cmptc:
+            loss = loss + arm.cmptc * cmptc_loss(feats, ids, modality, opt.anchor, opt.form,
+                                                 opt.tau)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=5e-4)
+
+
+def _loader(tasks: list[ReidTask], heads: list[int], epochs: int, ids_per_batch: int,
+            per_modality: int, rng: np.random.Generator):
+    images = torch.cat([t.train.images for t in tasks])
+    ids = torch.cat([t.train.ids for t in tasks])
+    modality = torch.cat([t.train.modality for t in tasks])
+    head = torch.cat([torch.full((len(t.train.ids),), h) for t, h in zip(tasks, heads,
+                                                                        strict=True)])
+    batches = []
+    for _ in range(epochs):
+        offset = 0
+        for t in tasks:
+            batches += [b + offset for b in pk_batches(t.train, ids_per_batch, per_modality,
+                                                       rng)]
+            offset += len(t.train.ids)
+    order = rng.permutation(len(batches))
+    data = [(images[batches[i]], ids[batches[i]], modality[batches[i]], head[batches[i]])
+            for i in order]
+    return torch.utils.data.DataLoader(data, batch_size=None)
+
+
+@dataclass
+class StageResult:
+    cross: list[float]  # cross-modal mAP (mean of V->I and I->V) per task seen so far
+    rgb: list[float]  # RGB->RGB mAP per task
+    ir: list[float]  # IR->IR mAP per task
+    v2i: list[float]
+    i2v: list[float]
+    rank1: list[float]  # cross-modal rank-1 per task
+    topology_gap: list[float]  # ||A^V - A^I||_F / C on test prototypes per task
+
+
+def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
+    out = StageResult([], [], [], [], [], [], [])
+    for task in tasks:
+        s = task.test
+        feats = F.normalize(extract(net, s.images), dim=1)
+        ids, mod, cams = s.ids.numpy(), s.modality.numpy(), s.cams.numpy()
+        res = {}
+        for name, qm, gm in (("v2i", RGB, IR), ("i2v", IR, RGB), ("rgb", RGB, RGB),
+                             ("ir", IR, IR)):
+            q, g = mod == qm, mod == gm
+            dist = 1 - (feats[q] @ feats[g].T).numpy()
+            res[name] = evaluate_retrieval(dist, ids[q], ids[g], cams[q], cams[g])
+        out.v2i.append(res["v2i"]["mAP"])
+        out.i2v.append(res["i2v"]["mAP"])
+        out.cross.append(0.5 * (res["v2i"]["mAP"] + res["i2v"]["mAP"]))
+        out.rank1.append(0.5 * (res["v2i"]["rank1"] + res["i2v"]["rank1"]))
+        out.rgb.append(res["rgb"]["mAP"])
+        out.ir.append(res["ir"]["mAP"])
+        rgb_c, rgb_p = class_means(feats[torch.tensor(mod == RGB)], s.ids[mod == RGB])
+        _, ir_p = class_means(feats[torch.tensor(mod == IR)], s.ids[mod == IR])
+        gap = (topology(rgb_p) - topology(ir_p)).norm() / rgb_c.numel()
+        out.topology_gap.append(float(gap))
+    return out
+
+
+def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
+               ids_per_batch: int, per_modality: int, width: int, dim: int, seed: int,
+               compute: Compute | None = None) -> tuple[list[StageResult], dict]:
+    """Train ``arm`` over the stream; the evaluation after every stage on the tasks seen so
+    far, and the state an exemplar-free method keeps between stages."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net, bank, old = ReidNet(width, dim), PrototypeBank(), None
+    label_maps, results = [], []
+    for stage, task in enumerate(tasks):
+        uniq = torch.unique(task.train.ids).tolist()
+        label_maps.append({pid: k for k, pid in enumerate(uniq)})
+        net.add_head(len(uniq))
+        seen = tasks[:stage + 1] if arm.joint else [task]
+        heads = list(range(stage + 1)) if arm.joint else [stage]
+        module = StageModule(net, old, bank.matrix, arm, options, label_maps, lr)
+        make_trainer(compute, max_epochs=1).fit(
+            module, _loader(seen, heads, epochs, ids_per_batch, per_modality, rng))
+        net = module.net.cpu()
+        bank.add(net, task.train)
+        old = copy.deepcopy(net)
+        results.append(evaluate(net, tasks[:stage + 1]))
+    state = {"prototypes": bank.matrix, "model": net.state_dict()}
+    return results, state
+
+
+def forgetting(matrix: list[list[float]]) -> float:
+    """Mean over all but the last task of (best mAP before the last stage - final mAP)."""
+    final = matrix[-1]
+    drops = [max(matrix[s][t] for s in range(t, len(matrix) - 1)) - final[t]
+             for t in range(len(matrix) - 1)]
+    return float(np.mean(drops)) if drops else 0.0
+
+
+def image_shaped_tensors(state, height: int, width: int) -> int:
+    """Tensors in a saved state whose last two dimensions are an image's (H, W)."""
+    found = 0
+    for value in state.values():
+        tensors = value.values() if isinstance(value, dict) else [value]
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.dim() >= 2 and tuple(t.shape[-2:]) == (
+                    height, width):
+                found += 1
+    return found

@@ -1,0 +1,151 @@
+"""viptc: retrieval metrics against scikit-learn per query, S-PTC zero at an unchanged model
+and blind to the stored prototypes' gradients, CM-PTC invariant to an orthogonal rotation
+and a joint relabelling, prototypes equal brute-force class means, linear CKA identities,
+no image-shaped tensor in the stored state, and protocol runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import average_precision_score
+
+from data.reid_stream import synthetic_stream
+from methods.viptc import (
+    batch_hard_triplet,
+    class_means,
+    cmptc_loss,
+    evaluate_retrieval,
+    linear_cka,
+    sptc_loss,
+)
+
+from .conftest import run_failing, run_paper
+
+
+def test_map_and_rank1_match_scikit_learn_per_query():
+    rng = np.random.default_rng(0)
+    dist = rng.random((30, 50))
+    q_ids, g_ids = rng.integers(0, 8, 30), rng.integers(0, 8, 50)
+    got = evaluate_retrieval(dist, q_ids, g_ids)
+    aps, top1 = [], []
+    for i in range(30):
+        truth = g_ids == q_ids[i]
+        if truth.any():
+            aps.append(average_precision_score(truth, -dist[i]))
+            top1.append(truth[np.argmin(dist[i])])
+    assert got["mAP"] == pytest.approx(np.mean(aps))
+    assert got["rank1"] == pytest.approx(np.mean(top1))
+
+
+def test_same_camera_matches_and_the_sysu_rule_are_removed():
+    dist = np.array([[0.1, 0.2, 0.3]])
+    ids = np.array([5, 5, 7])
+    # the nearest match shares the query's camera and is removed
+    assert evaluate_retrieval(dist, np.array([5]), ids, np.array([1]),
+                              np.array([1, 2, 2]))["mAP"] == pytest.approx(1.0)
+    # SYSU: a camera-3 query ignores camera-2 gallery images
+    res = evaluate_retrieval(dist, np.array([5]), ids, np.array([3]), np.array([2, 6, 2]),
+                             sysu_rule=True)
+    assert res["rank1"] == 1.0 and res["mAP"] == pytest.approx(1.0)
+
+
+def test_sptc_is_zero_for_an_unchanged_model_and_never_moves_prototypes():
+    torch.manual_seed(0)
+    feats = torch.randn(16, 8, requires_grad=True)
+    protos = torch.randn(10, 8, requires_grad=True)
+    assert float(sptc_loss(feats, feats.detach(), protos)) == pytest.approx(0.0, abs=1e-7)
+    moved = feats + 0.5 * torch.randn(16, 8)
+    loss = sptc_loss(moved, feats.detach(), protos)
+    loss.backward()
+    assert float(loss) > 0 and protos.grad is None and feats.grad.abs().sum() > 0
+    assert float(sptc_loss(feats, feats.detach(), protos, divergence="mse")) == 0.0
+
+
+def test_sptc_ignores_the_feature_scale_but_not_the_ranking():
+    torch.manual_seed(1)
+    feats, protos = torch.randn(12, 6), torch.randn(5, 6)
+    assert float(sptc_loss(3.0 * feats, feats, protos)) == pytest.approx(0.0, abs=1e-6)
+    assert float(sptc_loss(-feats, feats, protos)) > 0.1
+
+
+def test_cmptc_is_rotation_and_relabelling_invariant():
+    torch.manual_seed(2)
+    classes, per, dim = 5, 3, 8
+    rgb = torch.randn(classes, dim)
+    q, _ = torch.linalg.qr(torch.randn(dim, dim))
+    labels = torch.arange(classes).repeat_interleave(per)
+    noise = 0.0 * torch.randn(classes * per, dim)
+    feats = torch.cat([rgb[labels] + noise, (rgb @ q.T)[labels] + noise])
+    ids = torch.cat([labels, labels])
+    modality = torch.cat([torch.zeros(classes * per), torch.ones(classes * per)]).long()
+    assert float(cmptc_loss(feats, ids, modality)) == pytest.approx(0.0, abs=1e-6)
+    relabelled = torch.tensor([4, 2, 0, 1, 3])[ids]
+    assert float(cmptc_loss(feats, relabelled, modality)) == pytest.approx(0.0, abs=1e-6)
+    other = torch.cat([rgb[labels], torch.randn(classes, dim)[labels]])
+    assert float(cmptc_loss(other, ids, modality)) > 1e-3
+    assert float(cmptc_loss(other, ids, modality, form="kl")) > 1e-4
+
+
+def test_class_means_equal_brute_force():
+    torch.manual_seed(3)
+    feats, labels = torch.randn(40, 4), torch.randint(0, 6, (40,))
+    classes, means = class_means(feats, labels)
+    for c, m in zip(classes.tolist(), means, strict=True):
+        assert torch.allclose(m, feats[labels == c].mean(0))
+
+
+def test_linear_cka_identities():
+    torch.manual_seed(4)
+    x = torch.randn(50, 6)
+    q, _ = torch.linalg.qr(torch.randn(6, 6))
+    assert float(linear_cka(x, 2.5 * x @ q + 1.0)) == pytest.approx(1.0, abs=1e-5)
+    assert float(linear_cka(x, torch.randn(50, 6))) < 0.5
+
+
+def test_batch_hard_triplet_is_zero_when_classes_are_far_apart():
+    feats = torch.tensor([[0.0, 0], [0.1, 0], [10.0, 0], [10.1, 0]])
+    labels = torch.tensor([0, 0, 1, 1])
+    assert float(batch_hard_triplet(feats, labels)) == 0.0
+    assert float(batch_hard_triplet(feats, torch.tensor([0, 1, 0, 1]))) > 0
+
+
+def test_synthetic_modalities_differ_in_class_structure():
+    """IR images carry no colour: two identities that differ only in colour are identical in
+    IR up to noise, and differ in RGB."""
+    task = synthetic_stream(1, 6, 2, 2, 16, 8, 0.0, np.random.default_rng(0))[0]
+    split = task.train
+    ir = split.images[split.modality == 1]
+    assert torch.allclose(ir[:, 0], ir[:, 1]) and torch.allclose(ir[:, 1], ir[:, 2])
+    rgb = split.images[split.modality == 0]
+    assert not torch.allclose(rgb[:, 0], rgb[:, 1])
+
+
+def test_stream_keeps_only_prototypes_and_weights():
+    from methods.viptc.lifelong import Arm, LossOptions, image_shaped_tensors, run_stream
+
+    tasks = synthetic_stream(2, 6, 4, 4, 16, 8, 0.05, np.random.default_rng(0))
+    results, state = run_stream(tasks, Arm("both", sptc=1.0, cmptc=1.0), LossOptions(), 1,
+                                1e-3, 3, 2, 8, 16, 0)
+    assert len(results) == 2 and len(results[1].cross) == 2
+    assert state["prototypes"].shape == (2 * 2 * 6, 16)
+    assert image_shaped_tensors(state, 16, 8) == 0
+    assert image_shaped_tensors({"x": tasks[0].train.images}, 16, 8) == 1
+
+
+def test_protocol_run(tmp_path):
+    m = run_paper(["+paper=viptc", "protocol.seeds=1", "protocol.epochs=1",
+                   "dataset.train_ids=6", "dataset.test_ids=4", "dataset.images_per_id=4",
+                   "protocol.arms=[finetune,sptc,both]", "protocol.ids_per_batch=3",
+                   "protocol.per_modality=2"], tmp_path / "run")
+    for key in ("forgetting_finetune", "forgetting_sptc", "forgetting_both", "asymmetry_sptc",
+                "asymmetry_both", "new_task_map_sptc_over_finetune"):
+        assert key in m and np.isfinite(m[key])
+    assert m["exemplars_stored"] == 0
+
+
+def test_missing_real_dataset_is_one_clear_error(tmp_path):
+    _, failed = run_failing(["+paper=viptc", "dataset=vi_reid", "dataset.order=[regdb]",
+                             f"dataset.regdb_root={tmp_path}/RegDB",
+                             f"dataset.sysu_root={tmp_path}/SYSU"], tmp_path / "run")
+    assert "RegDB" in failed["error"] and "\n" not in failed["error"]
