@@ -65,33 +65,40 @@ class SynthesisResult:
     def evaluations(self) -> int:
         return sum(c.evaluations for c in self.checks) + self.proposer_evaluations
 
-    @property
-    def seconds(self) -> float:
-        return sum(c.seconds for c in self.checks)
+
+def _over_tasks(check, tasks: list[Task], limits: Limits, step) -> None:
+    """Run ``check.program`` in one sandboxed worker over the tasks in order; ``step(task,
+    h)`` returns True to stop early; an error and the wall-clock time land on ``check``."""
+    start = time.perf_counter()
+    try:
+        with SandboxedHeuristic(check.program, limits.timeout, limits.memory_mb) as h:
+            for task in tasks:
+                h.set_task(task)
+                if step(task, h):
+                    break
+    except ProgramError as err:
+        check.error = str(err)
+    check.seconds = time.perf_counter() - start
 
 
 def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
     """Directness on each task in order, stopping at the first counterexample or error."""
-    check, start = ProgramCheck(program), time.perf_counter()
-    try:
-        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
-            for task in tasks:
-                h.set_task(task)
-                result = check_direct(task, h, limits.max_states)
-                check.evaluations += result.evaluations
-                if result.counterexample is not None:
-                    check.counterexample = result.counterexample
-                    break
-                check.tasks_passed += 1
-                check.proven += result.direct
-    except ProgramError as err:
-        check.error = str(err)
-    check.seconds = time.perf_counter() - start
+    check = ProgramCheck(program)
+
+    def step(task, h) -> bool:
+        result = check_direct(task, h, limits.max_states)
+        check.evaluations += result.evaluations
+        check.counterexample = result.counterexample
+        check.tasks_passed += result.counterexample is None
+        check.proven += result.direct
+        return result.counterexample is not None
+
+    _over_tasks(check, tasks, limits, step)
     return check
 
 
 def synthesize_direct(propose: Callable, tasks: list[Task], max_programs: int,
-                      limits: Limits, progress=None) -> SynthesisResult:
+                      limits: Limits) -> SynthesisResult:
     """The counterexample-guided loop; ``propose(feedback, tasks_by_name)`` returns a program
     or None when the proposer has nothing left. ``feedback`` holds, per rejected program,
     its counterexample or (when it failed to run) its error message."""
@@ -103,8 +110,6 @@ def synthesize_direct(propose: Callable, tasks: list[Task], max_programs: int,
             break
         check = check_program(program, tasks, limits)
         result.checks.append(check)
-        if progress:
-            progress(check)
         if check.accepted:
             break
         feedback.append(check.counterexample or check.error)
@@ -122,18 +127,16 @@ class CoverageCheck:
 
 
 def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCheck:
-    check, start = CoverageCheck(program), time.perf_counter()
-    try:
-        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
-            for task in tasks:
-                h.set_task(task)
-                result = gbfs(task, h, limits.max_expansions)
-                check.solved += result.solved
-                check.expansions += result.expansions
-                check.evaluations += result.evaluations
-    except ProgramError as err:
-        check.error = str(err)
-    check.seconds = time.perf_counter() - start
+    check = CoverageCheck(program)
+
+    def step(task, h) -> bool:
+        result = gbfs(task, h, limits.max_expansions)
+        check.solved += result.solved
+        check.expansions += result.expansions
+        check.evaluations += result.evaluations
+        return False
+
+    _over_tasks(check, tasks, limits, step)
     return check
 
 
