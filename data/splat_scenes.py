@@ -189,17 +189,17 @@ def save_ply(path: str | Path, vertex: np.ndarray) -> None:
 
 def vertex_array(gaussians: Gaussians, sh_rest: int = 0) -> np.ndarray:
     """A 3DGS vertex array for Gaussians with degree-0 colour (higher SH zero)."""
-    n = len(gaussians)
-    out = np.zeros(n, dtype=[(k, "f4") for k in _ply_fields(sh_rest)])
+    out = np.zeros(len(gaussians), dtype=[(k, "f4") for k in _ply_fields(sh_rest)])
     g = gaussians.detach()
-    for k, values in (("xyz", g.means), ("dc", (g.colors - 0.5) / SH_C0),
-                      ("scale", g.log_scales), ("rot", g.quats)):
-        keys = {"xyz": ["x", "y", "z"], "dc": ["f_dc_0", "f_dc_1", "f_dc_2"],
-                "scale": ["scale_0", "scale_1", "scale_2"],
-                "rot": ["rot_0", "rot_1", "rot_2", "rot_3"]}[k]
-        for i, key in enumerate(keys):
-            out[key] = values[:, i].numpy()
-    out["opacity"] = g.opacity_logits.numpy()
+    dc = (g.colors - 0.5) / SH_C0
+    columns = {"x": g.means[:, 0], "y": g.means[:, 1], "z": g.means[:, 2],
+               "opacity": g.opacity_logits}
+    for i in range(3):
+        columns[f"f_dc_{i}"], columns[f"scale_{i}"] = dc[:, i], g.log_scales[:, i]
+    for i in range(4):
+        columns[f"rot_{i}"] = g.quats[:, i]
+    for key, values in columns.items():
+        out[key] = values.numpy()
     return out
 
 
