@@ -205,6 +205,8 @@ def _metrics(results: list[dict], hostile) -> dict[str, float]:
         "perfect_direct_frac": (float(np.mean([p["direct"] for p in perfect]))
                                 if perfect else float("nan")),
         "perfect_tasks_checked": len(perfect),
+        "perfect_optimal_climb_frac": (float(np.mean([p["optimal_climb"] for p in perfect]))
+                                       if perfect else float("nan")),
         "sandbox_escapes": sum(o.escaped for o in hostile),
         "sandbox_hostile_programs": len(hostile),
     }
