@@ -20,9 +20,9 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.gscoreset import (
     RayObjective,
+    blending_totals,
     finetune,
     lightgaussian_scores,
-    minisplat_scores,
     multinomial_sample,
     poisson_sample,
     pup_fisher_scores,
@@ -45,13 +45,14 @@ def method_scores(cfg: DictConfig, gaussians, cameras, objective: RayObjective) 
     for the top-k pruners."""
     shares = objective.shares()
     method = cfg.method
-    blending = minisplat_scores(gaussians, cameras)
+    totals = blending_totals(gaussians, cameras)
+    blending = totals["blend"]  # Mini-Splatting's importance
     scores = {"sensitivity": sensitivities(shares, method.sensitivity, method.uniform_mix),
               "uniform": torch.ones(len(gaussians)),
               "uniform_unweighted": torch.ones(len(gaussians)),
               "importance": blending,
               "opacity_topk": gaussians.opacities.detach(),
-              "lightgaussian_topk": lightgaussian_scores(gaussians, cameras,
+              "lightgaussian_topk": lightgaussian_scores(gaussians, totals,
                                                          method.lightgaussian_with_t),
               "minisplat_topk": blending}
     if method.pup:

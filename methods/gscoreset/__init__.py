@@ -7,8 +7,8 @@ from methods.gscoreset.coreset import (
     SENSITIVITY_KINDS,
     Coreset,
     RayObjective,
+    blending_totals,
     lightgaussian_scores,
-    minisplat_scores,
     multinomial_sample,
     poisson_sample,
     pup_fisher,
@@ -36,7 +36,7 @@ def finetune(*args, **kwargs):
 
 __all__ = [
     "SENSITIVITY_KINDS", "Camera", "Coreset", "Gaussians", "RayObjective",
-    "blending_statistics", "finetune", "lightgaussian_scores", "minisplat_scores",
+    "blending_statistics", "blending_totals", "finetune", "lightgaussian_scores",
     "multinomial_sample", "optical_depth", "poisson_sample", "project", "pup_fisher",
     "pup_fisher_scores", "render", "sample_size_bound", "sensitivities", "top_k",
 ]

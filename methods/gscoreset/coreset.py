@@ -144,17 +144,22 @@ def top_k(scores: torch.Tensor, k: int) -> Coreset:
 
 
 # ---------------------------------------------------------------------------- baselines
-def lightgaussian_scores(gaussians: Gaussians, cameras: list[Camera], with_t: bool = False,
-                         volume_power: float = 0.1) -> torch.Tensor:
-    key = "hit_opacity_t" if with_t else "hit_opacity"
-    importance = sum(blending_statistics(gaussians, c)[key] for c in cameras)
+def blending_totals(gaussians: Gaussians, cameras: list[Camera]) -> dict[str, torch.Tensor]:
+    """:func:`blending_statistics` summed over the cameras, one compositing pass each."""
+    totals = {}
+    for camera in cameras:
+        for key, values in blending_statistics(gaussians, camera).items():
+            totals[key] = totals.get(key, 0) + values
+    return totals
+
+
+def lightgaussian_scores(gaussians: Gaussians, totals: dict[str, torch.Tensor],
+                         with_t: bool = False, volume_power: float = 0.1) -> torch.Tensor:
+    """LightGaussian's global significance from :func:`blending_totals`."""
+    importance = totals["hit_opacity_t" if with_t else "hit_opacity"]
     volume = torch.exp(gaussians.log_scales.detach()).prod(1)
     reference = torch.sort(volume, descending=True).values[int(0.9 * volume.numel())]
     return (volume / reference).clamp(max=1) ** volume_power * importance
-
-
-def minisplat_scores(gaussians: Gaussians, cameras: list[Camera]) -> torch.Tensor:
-    return sum(blending_statistics(gaussians, c)["blend"] for c in cameras)
 
 
 def pup_fisher(gaussians: Gaussians, cameras: list[Camera], patch: int = 24) -> torch.Tensor:
