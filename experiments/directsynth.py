@@ -23,8 +23,6 @@ from methods.directsynth import (
     GrammarProposer,
     LanguageModelProposer,
     Limits,
-    ProgramError,
-    SandboxedHeuristic,
     check_direct,
     gbfs,
     ground,
@@ -32,6 +30,7 @@ from methods.directsynth import (
     http_generator,
     perfect_heuristic,
     run_hostile_suite,
+    run_over_tasks,
     sample_and_select,
     synthesize_direct,
     table_heuristic,
@@ -72,20 +71,21 @@ def text_generator(cfg: DictConfig, ctx: RunContext):
 def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int) -> list[dict]:
     """Directness verdict, hill climbing and GBFS of one program on each test task."""
     rows = []
-    try:
-        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
-            for task in tasks:
-                h.set_task(task)
-                direct = check_direct(task, h, limits.max_states)
-                climb = hill_climb(task, h, max_steps)
-                search = gbfs(task, h, limits.max_expansions)
-                rows.append({"task": task.name, "verdict": direct.verdict,
-                             "hill_climb_solved": climb.solved,
-                             "hill_climb_plan": len(climb.plan) if climb.solved else None,
-                             "gbfs_solved": search.solved})
-    except ProgramError as err:
+
+    def step(task, h) -> bool:
+        direct = check_direct(task, h, limits.max_states)
+        climb = hill_climb(task, h, max_steps)
+        search = gbfs(task, h, limits.max_expansions)
+        rows.append({"task": task.name, "verdict": direct.verdict,
+                     "hill_climb_solved": climb.solved,
+                     "hill_climb_plan": len(climb.plan) if climb.solved else None,
+                     "gbfs_solved": search.solved})
+        return False
+
+    error, _ = run_over_tasks(program, tasks, limits, step)
+    if error:
         done = {r["task"] for r in rows}
-        rows += [{"task": t.name, "verdict": f"error: {err}", "hill_climb_solved": False,
+        rows += [{"task": t.name, "verdict": f"error: {error}", "hill_climb_solved": False,
                   "hill_climb_plan": None, "gbfs_solved": False}
                  for t in tasks if t.name not in done]
     return rows

@@ -28,6 +28,7 @@ from methods.directsynth.strips import Task, ground, read_plan, validate_plan
 from methods.directsynth.synthesis import (
     Limits,
     check_program,
+    run_over_tasks,
     sample_and_select,
     synthesize_direct,
 )
@@ -36,7 +37,7 @@ __all__ = [
     "GOAL_COUNT", "HOSTILE", "Counterexample", "GrammarProposer", "LanguageModelProposer",
     "Limits", "ProgramError", "SandboxedHeuristic", "Task", "check_direct", "check_program",
     "extract_program", "format_counterexample", "gbfs", "ground", "hill_climb",
-    "http_generator", "perfect_heuristic", "read_plan", "run_hostile_suite",
+    "http_generator", "perfect_heuristic", "read_plan", "run_hostile_suite", "run_over_tasks",
     "sample_and_select", "state_space", "synthesize_direct", "table_heuristic",
     "transformers_generator", "validate_plan",
 ]

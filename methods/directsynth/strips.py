@@ -46,9 +46,11 @@ class Task:
     unsolvable: bool = False  # a goal atom is relaxed-unreachable
     index: dict[Atom, int] = field(default_factory=dict)
     _by_pre: list[list[int]] | None = field(default=None, repr=False)
+    _by_name: dict[str, Operator] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.index = {atom: i for i, atom in enumerate(self.atoms)}
+        self._by_name = {op.name: op for op in self.operators}
 
     def is_goal(self, state: int) -> bool:
         return state & self.goal == self.goal
@@ -81,10 +83,9 @@ class Task:
             self._by_pre[key].append(k)
 
     def operator_named(self, name: str) -> Operator:
-        for op in self.operators:
-            if op.name == name:
-                return op
-        raise UserError(f"{self.name}: no ground action {name}")
+        if name not in self._by_name:
+            raise UserError(f"{self.name}: no ground action {name}")
+        return self._by_name[name]
 
 
 def bits(mask: int):

@@ -66,19 +66,20 @@ class SynthesisResult:
         return sum(c.evaluations for c in self.checks) + self.proposer_evaluations
 
 
-def _over_tasks(check, tasks: list[Task], limits: Limits, step) -> None:
-    """Run ``check.program`` in one sandboxed worker over the tasks in order; ``step(task,
-    h)`` returns True to stop early; an error and the wall-clock time land on ``check``."""
-    start = time.perf_counter()
+def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> tuple[str, float]:
+    """Run ``program`` in one sandboxed worker over the tasks in order; ``step(task, h)``
+    returns True to stop early. Returns the program's error ("" if none) and the wall-clock
+    seconds."""
+    start, error = time.perf_counter(), ""
     try:
-        with SandboxedHeuristic(check.program, limits.timeout, limits.memory_mb) as h:
+        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
             for task in tasks:
                 h.set_task(task)
                 if step(task, h):
                     break
     except ProgramError as err:
-        check.error = str(err)
-    check.seconds = time.perf_counter() - start
+        error = str(err)
+    return error, time.perf_counter() - start
 
 
 def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
@@ -93,7 +94,7 @@ def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramChe
         check.proven += result.direct
         return result.counterexample is not None
 
-    _over_tasks(check, tasks, limits, step)
+    check.error, check.seconds = run_over_tasks(program, tasks, limits, step)
     return check
 
 
@@ -136,7 +137,7 @@ def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCh
         check.evaluations += result.evaluations
         return False
 
-    _over_tasks(check, tasks, limits, step)
+    check.error, check.seconds = run_over_tasks(program, tasks, limits, step)
     return check
 
 
