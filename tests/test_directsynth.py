@@ -175,6 +175,13 @@ def test_relaxed_features_bracket_the_optimal_relaxed_plan(domain, number):
     assert view.goal_count(facts) == bin(task.goal & ~task.init).count("1")
 
 
+def test_an_action_without_preconditions_costs_one():
+    view = TaskView({"name": "t", "atoms": [["g"], ["h"]], "goal": [0, 1], "static": [],
+                     "objects": {}, "operators": [["(a)", [], [0]], ["(b)", [0], [1]]]})
+    empty = frozenset()
+    assert view.h_max(empty) == 2 and view.h_add(empty) == 3 and view.h_ff(empty) == 2
+
+
 def test_relaxed_dead_ends_are_infinite():
     """spanner: walking past the only spanner leaves the nut relaxed-unreachable."""
     task = _task("spanner", 1)

@@ -56,8 +56,8 @@ class TaskView:
         queue = [(0, i) for i in ids]
         for i in ids:
             cost[i] = 0
-        for k in self._no_pre:
-            queue.extend(self._fire(k, 0, cost, supporter))
+        for k in self._no_pre:  # applicable everywhere: cost 1 (one action)
+            queue.extend(self._fire(k, 1, cost, supporter))
         heapq.heapify(queue)
         while queue:
             c, i = heapq.heappop(queue)
