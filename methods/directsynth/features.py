@@ -42,14 +42,25 @@ class TaskView:
                 self._consumers[i].append(k)
             if not pre:
                 self._no_pre.append(k)
+        self._last: dict = {}  # combine -> (state ids, (cost, supporter))
 
     # ------------------------------------------------------------------ helpers
     def ids(self, state) -> frozenset[int]:
         return frozenset(self.index[f] for f in state if f in self.index)
 
     def _relaxed(self, state, combine):
-        """Costs of facts and best supporters under ``combine`` (sum: h_add, max: h_max)."""
+        """Costs of facts and best supporters under ``combine`` (sum: h_add, max: h_max);
+        the last state's result per ``combine`` is kept, since a program usually asks for
+        several features of one state (h_add and h_FF, h_max and landmarks)."""
         ids = self.ids(state)
+        last = self._last.get(combine)
+        if last is not None and last[0] == ids:
+            return last[1]
+        result = self._relaxed_costs(ids, combine)
+        self._last[combine] = (ids, result)
+        return result
+
+    def _relaxed_costs(self, ids: frozenset[int], combine):
         cost = [INF] * len(self.atoms)
         supporter = [None] * len(self.atoms)
         missing = [len(pre) for _, pre, _ in self.operators]
