@@ -180,9 +180,21 @@ def _loader(tasks: list[ReidTask], heads: list[int], epochs: int, ids_per_batch:
                                                        rng)]
             offset += len(t.train.ids)
     order = rng.permutation(len(batches))
-    data = [(images[batches[i]], ids[batches[i]], modality[batches[i]], head[batches[i]])
-            for i in order]
+    data = _IndexedBatches([batches[i] for i in order], images, ids, modality, head)
     return torch.utils.data.DataLoader(data, batch_size=None)
+
+
+class _IndexedBatches(torch.utils.data.Dataset):
+    """Batches gathered when asked for (index arrays only are kept, not copies of images)."""
+
+    def __init__(self, batches: list[np.ndarray], *tensors: torch.Tensor):
+        self.batches, self.tensors = batches, tensors
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, k: int):
+        return tuple(t[self.batches[k]] for t in self.tensors)
 
 
 @dataclass
@@ -190,14 +202,12 @@ class StageResult:
     cross: list[float]  # cross-modal mAP (mean of V->I and I->V) per task seen so far
     rgb: list[float]  # RGB->RGB mAP per task
     ir: list[float]  # IR->IR mAP per task
-    v2i: list[float]
-    i2v: list[float]
     rank1: list[float]  # cross-modal rank-1 per task
     topology_gap: list[float]  # ||A^V - A^I||_F / C on test prototypes per task
 
 
 def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
-    out = StageResult([], [], [], [], [], [], [])
+    out = StageResult([], [], [], [], [])
     for task in tasks:
         s = task.test
         feats = F.normalize(extract(net, s.images), dim=1)
@@ -208,8 +218,6 @@ def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
             q, g = mod == qm, mod == gm
             dist = 1 - (feats[q] @ feats[g].T).numpy()
             res[name] = evaluate_retrieval(dist, ids[q], ids[g], cams[q], cams[g])
-        out.v2i.append(res["v2i"]["mAP"])
-        out.i2v.append(res["i2v"]["mAP"])
         out.cross.append(0.5 * (res["v2i"]["mAP"] + res["i2v"]["mAP"]))
         out.rank1.append(0.5 * (res["v2i"]["rank1"] + res["i2v"]["rank1"]))
         out.rgb.append(res["rgb"]["mAP"])
