@@ -26,13 +26,6 @@ class PlanningDomain:
     training: list[Path]
     testing: list[Path]
 
-    def reference_plan(self, problem: Path) -> Path | None:
-        """The shipped reference plan of a task, when there is one."""
-        split, level = problem.parent.parent.name, problem.parent.name
-        path = (problem.parents[3] / "solutions" / self.name / split / level
-                / f"{problem.stem}.plan")
-        return path if path.exists() else None
-
 
 def planning_domains(root: str | None, domains, training_level: str, training_tasks: int,
                      test_level: str, test_tasks: int) -> list[PlanningDomain]:
