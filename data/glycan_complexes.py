@@ -74,7 +74,7 @@ def random_glycan(rng: np.random.Generator, max_residues: int) -> Glycan:
     size = int(rng.integers(1, max_residues + 1))
     while len(codes) < size:
         free = [(p, x) for p, code in enumerate(codes) for x in LINK_POSITIONS
-                if monosaccharide(code).sugar != "Fuc" and (p, x) not in zip(parents, positions)
+                if monosaccharide(code).sugar != "Fuc" and (p, x) not in zip(parents, positions, strict=False)
                 and has_oxygen(code, x)]
         p, x = free[int(rng.integers(len(free)))]
         codes.append(str(rng.choice(list(MONOSACCHARIDES))))

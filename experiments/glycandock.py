@@ -67,8 +67,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for arm in ctx.progress(list(protocol.arms), "arms"):
         tech = technique(arm, cfg.method)
         net = train_docking(bench.train, tech, protocol.epochs, protocol.batch_size,
-                            protocol.hidden, protocol.lr, protocol.torsion_weight, ctx.seed,
-                            ctx.compute)
+                            protocol.hidden, protocol.lr, ctx.seed, ctx.compute)
         for split, complexes in bench.test.items():
             preds = predict(net, complexes, tech)
             predictions[arm, split] = preds

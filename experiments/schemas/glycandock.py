@@ -22,7 +22,6 @@ class GlycandockProtocol:
     batch_size: int = MISSING
     lr: float = MISSING
     hidden: int = MISSING
-    torsion_weight: float = MISSING
     export_protenix: int = MISSING
 
 

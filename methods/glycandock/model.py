@@ -10,10 +10,11 @@ attention over all residues biased by tree distance) and a per-linkage head givi
 (cos, sin) of phi and psi. The glycan's atoms are then built from internal coordinates
 (``data.glycans.GlycanBuilder``), so every loss is on coordinates.
 
-Loss: mean squared atom error + a torsion term (1 - cos of the error) + cross-entropy of
-the two residue pointers (labels read off the reference poses) + ``lambda_energy`` x the
-glycan energy loss (technique 2): the mean CHI energy of phi and psi measured from the
-predicted coordinates with the torsion formula.
+Loss: mean squared atom error (a structure predictor's coordinate loss; no torsion labels)
++ cross-entropy of the two residue pointers (labels read off the reference poses) +
+``lambda_energy`` x the glycan energy loss (technique 2): the mean CHI energy of phi and psi
+measured from the predicted coordinates with the torsion formula. Gradients are clipped at
+norm 1 (the CHI walls are steep).
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ class TopologyBatch:
     stack_label: torch.Tensor  # (B,)
     anchor_label: torch.Tensor  # (B,)
     ligand: torch.Tensor  # (B, N, 3) reference coordinates
-    torsions: torch.Tensor  # (B, L, 2) reference phi, psi
     indices: list[int]  # positions of these complexes in the input list
 
 
@@ -108,9 +108,7 @@ def _pocket_tensors(chunk: list[Complex]) -> dict:
                 stack_label=torch.tensor([s for s, _ in labels]),
                 anchor_label=torch.tensor([a for _, a in labels]),
                 ligand=torch.tensor(np.stack([cx.ligand_xyz for cx in chunk]),
-                                    dtype=torch.float32),
-                torsions=torch.tensor(np.stack([cx.torsions for cx in chunk]),
-                                      dtype=torch.float32))
+                                    dtype=torch.float32))
 
 
 def _mlp(n_in, hidden, n_out):
@@ -204,7 +202,6 @@ def _aa(name: str) -> int:
 def glycan_energy(builder: GlycanBuilder, coords: torch.Tensor,
                   kinds: list[tuple[str, str]]) -> torch.Tensor:
     """(B,) mean CHI energy of the linkages, phi and psi measured from ``coords``."""
-
     if not kinds:
         return coords.new_zeros(coords.shape[0])
     angles = builder.measure_torsions(coords)  # (B, L, 2)
@@ -214,24 +211,18 @@ def glycan_energy(builder: GlycanBuilder, coords: torch.Tensor,
 
 
 class DockingModule(L.LightningModule):
-    def __init__(self, net: DockingNet, technique: Technique, lr: float,
-                 torsion_weight: float):
+    def __init__(self, net: DockingNet, technique: Technique, lr: float):
         super().__init__()
         self.net, self.technique, self.lr = net, technique, lr
-        self.torsion_weight = torsion_weight
 
     def training_step(self, b: TopologyBatch, _):
         coords, stack_logits, anchor_logits = self.net(b, b.stack_label, b.anchor_label)
         loss = ((coords - b.ligand) ** 2).sum(-1).mean()
         loss = loss + nn.functional.cross_entropy(stack_logits, b.stack_label)
         loss = loss + nn.functional.cross_entropy(anchor_logits, b.anchor_label)
-        if b.kinds:
-            measured = b.builder.measure_torsions(coords)
-            error = torch.deg2rad(measured - b.torsions)
-            loss = loss + self.torsion_weight * (1 - torch.cos(error)).mean()
-            if self.technique.lambda_energy:
-                energy = glycan_energy(b.builder, coords, b.kinds).mean()
-                loss = loss + self.technique.lambda_energy * energy
+        if b.kinds and self.technique.lambda_energy:
+            energy = glycan_energy(b.builder, coords, b.kinds).mean()
+            loss = loss + self.technique.lambda_energy * energy
         return loss
 
     def configure_optimizers(self):
@@ -243,15 +234,15 @@ class DockingModule(L.LightningModule):
 
 
 def train_docking(train: list[Complex], technique: Technique, epochs: int, batch_size: int,
-                  hidden: int, lr: float, torsion_weight: float, seed: int,
+                  hidden: int, lr: float, seed: int,
                   compute: Compute | None = None) -> DockingNet:
     torch.manual_seed(seed)
     batches = make_batches(train, technique.topology, batch_size)
     net = DockingNet(batches[0].glycan_x.shape[1], hidden, "distance" in technique.topology)
-    module = DockingModule(net, technique, lr, torsion_weight)
+    module = DockingModule(net, technique, lr)
     loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=True,
                                          collate_fn=lambda b: b)
-    make_trainer(compute, max_epochs=epochs).fit(module, loader)
+    make_trainer(compute, max_epochs=epochs, gradient_clip_val=1.0).fit(module, loader)
     return net.cpu().eval()
 
 
