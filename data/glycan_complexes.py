@@ -36,6 +36,7 @@ from data.glycans import (
     MONOSACCHARIDES,
     Glycan,
     GlycanBuilder,
+    canonical_glycan,
     chi_energy,
     has_oxygen,
     monosaccharide,
@@ -79,7 +80,7 @@ def random_glycan(rng: np.random.Generator, max_residues: int) -> Glycan:
         p, x = free[int(rng.integers(len(free)))]
         codes.append(str(rng.choice(list(MONOSACCHARIDES))))
         parents.append(p), positions.append(x)
-    return Glycan(codes, parents, positions)
+    return canonical_glycan(codes, parents, positions)
 
 
 def topology_library(n: int, max_residues: int, rng: np.random.Generator) -> list[Glycan]:

@@ -241,11 +241,12 @@ def parse_iupac(text: str, root_anomer: str = "b") -> Glycan:
     if tokens:
         raise UserError(f"cannot parse glycan '{text}': unexpected {tokens[0]!r}")
     codes = [CODE_OF[(s, a)] for s, a in zip(sugars, anomers, strict=True)]
-    return _reindexed(codes, parents, positions)
+    return canonical_glycan(codes, parents, positions)
 
 
-def _reindexed(codes, parents, positions) -> Glycan:
-    """Renumber breadth-first (parents before children, siblings by link position)."""
+def canonical_glycan(codes, parents, positions) -> Glycan:
+    """The glycan renumbered breadth-first (parents before children, siblings by link
+    position), so equal trees compare equal."""
     order, queue = [], [0]
     while queue:
         i = queue.pop(0)
@@ -296,7 +297,7 @@ def from_protenix(job: dict) -> tuple[list[str], Glycan]:
     new = {old: k for k, old in enumerate(order)}
     codes = [ligand[i] for i in order]
     pars = [new[parents[i]] if parents[i] >= 0 else -1 for i in order]
-    return proteins, _reindexed(codes, pars, [positions[i] for i in order])
+    return proteins, canonical_glycan(codes, pars, [positions[i] for i in order])
 
 
 def dump_protenix(jobs: list[dict]) -> str:

@@ -1,0 +1,312 @@
+"""glycandock: CHI energies against Rosetta's unit-test values, the internal-coordinate
+builder against its own inputs and Biopython's dihedral, glycan text and Protenix JSON round
+trips, the CHI linkage rules, RMSD oracles (rigid motion, translation, symmetric atoms against
+spyrmsd, Kabsch against scipy), DockQ/DockQC identities and monotonicity, mmCIF/PDB round
+trips through the file evaluator, the generator's splits, and protocol runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from data.glycan_complexes import (
+    motifs,
+    random_glycan,
+    synthetic_benchmark,
+    write_structure,
+)
+from data.glycans import (
+    CHI_KINDS,
+    Glycan,
+    GlycanBuilder,
+    bond_angle,
+    chi_derivative,
+    chi_energy,
+    dihedral,
+    from_protenix,
+    parse_iupac,
+    place_atom,
+    psi_kind,
+    to_protenix,
+)
+from methods.glycandock import (
+    PoseTopology,
+    automorphisms,
+    complex_topology,
+    evaluate_files,
+    evaluate_pose,
+    glycan_features,
+    kabsch,
+    symmetric_rmsd,
+    tree_distances,
+)
+
+from .conftest import run_failing, run_paper
+
+# Rosetta test/core/scoring/CHIEnergyFunction.cxxtest.hh: E(0), E(60), E(-180), E'(0)
+ROSETTA = {
+    "alpha_phi": (9.42684, 0.431136, 4.99904, -0.117671),
+    "beta_phi": (4.99893, 2.85052, 5.81316, 0.0251501),
+    "psi_2ax_3eq_4ax": (4.47984, 3.94917, -0.120704, 0.00994998),
+    "psi_2eq_3ax_4eq": (5.49093, 0.980713, 1.022, 2.90e-5),
+    "alpha6_psi": (7.4798, 3.61764, 3.07e-5, -0.09549),
+    "beta6_psi": (7.26952, 3.14496, 8.07e-6, 0.025375),
+}
+N_GLYCAN = "Man(a1-3)[Man(a1-6)]Man(b1-4)GlcNAc(b1-4)GlcNAc"
+
+
+@pytest.mark.parametrize("kind", CHI_KINDS)
+def test_chi_energies_match_rosetta_unit_values(kind):
+    e0, e60, e180, d0 = ROSETTA[kind]
+    assert float(chi_energy(0.0, kind)) == pytest.approx(e0, abs=2e-3)
+    assert float(chi_energy(60.0, kind)) == pytest.approx(e60, abs=2e-3)
+    assert float(chi_energy(-180.0, kind, wrap=False)) == pytest.approx(e180, abs=2e-3)
+    assert float(chi_derivative(0.0, kind)) == pytest.approx(d0, abs=2e-3)
+    x = torch.linspace(-170, 170, 35, dtype=torch.float64, requires_grad=True)
+    chi_energy(x, kind).sum().backward()
+    assert torch.allclose(x.grad, chi_derivative(x.detach(), kind), atol=1e-9)
+
+
+def test_chi_energy_wraps_into_each_domain():
+    assert float(chi_energy(-90.0, "psi_2ax_3eq_4ax")) == pytest.approx(
+        float(chi_energy(270.0, "psi_2ax_3eq_4ax")))
+    assert float(chi_energy(200.0, "alpha_phi")) == pytest.approx(
+        float(chi_energy(-160.0, "alpha_phi")))
+
+
+def test_linkage_rules():
+    assert psi_kind("BGC", "BGC", 4) == "psi_2eq_3ax_4eq"  # Glc O4 equatorial, even
+    assert psi_kind("BGC", "GAL", 4) == "psi_2ax_3eq_4ax"  # Gal O4 axial, even
+    assert psi_kind("MAN", "BGC", 3) == "psi_2ax_3eq_4ax"  # Glc O3 equatorial, odd
+    assert psi_kind("MAN", "BMA", 2) == "psi_2ax_3eq_4ax"  # Man O2 axial, even
+    assert psi_kind("MAN", "BMA", 6) == "alpha6_psi"
+    assert psi_kind("NAG", "BMA", 6) == "beta6_psi"
+
+
+def test_nerf_places_the_requested_geometry_and_agrees_with_biopython():
+    from Bio.PDB.vectors import Vector, calc_dihedral
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b, c = (torch.tensor(rng.normal(size=3) * 2) for _ in range(3))
+        bond, angle, torsion = rng.uniform(1, 2), rng.uniform(60, 170), rng.uniform(-179, 179)
+        d = place_atom(a, b, c, bond, angle, torsion)
+        assert float((d - c).norm()) == pytest.approx(bond, abs=1e-9)
+        assert float(bond_angle(b, c, d)) == pytest.approx(angle, abs=1e-6)
+        assert float(dihedral(a, b, c, d)) == pytest.approx(torsion, abs=1e-6)
+        ours = float(dihedral(a, b, c, d))
+        theirs = math.degrees(calc_dihedral(*(Vector(*p.tolist()) for p in (a, b, c, d))))
+        assert ours == pytest.approx(theirs, abs=1e-6)
+
+
+def test_builder_round_trip_and_bond_lengths():
+    glycan = parse_iupac("Gal(b1-4)GlcNAc(b1-2)Man(a1-3)[Man(a1-6)]Man(b1-4)GlcNAc")
+    builder = GlycanBuilder(glycan, torch.float64)
+    torsions = torch.rand(3, len(glycan) - 1, 2, dtype=torch.float64) * 360 - 180
+    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))
+    q = q * torch.sign(torch.det(q))
+    x = builder.build(q.expand(3, 3, 3), torch.randn(3, 3, dtype=torch.float64), torsions)
+    wrapped = torch.remainder(builder.measure_torsions(x) - torsions + 180, 360) - 180
+    assert wrapped.abs().max() < 1e-6
+    lengths = torch.stack([(x[:, i] - x[:, j]).norm(dim=-1) for i, j in builder.bonds])
+    assert 1.2 < float(lengths.min()) and float(lengths.max()) < 1.55
+    assert len(builder.bonds) == len(builder.atoms) - 1 + len(glycan)  # a tree of rings
+
+
+def test_iupac_and_protenix_round_trips():
+    glycan = parse_iupac(N_GLYCAN)
+    assert glycan.codes == ["NAG", "NAG", "BMA", "MAN", "MAN"]
+    assert glycan.parents == [-1, 0, 1, 2, 2] and glycan.positions == [0, 4, 4, 3, 6]
+    assert parse_iupac(glycan.to_iupac()) == glycan
+    job = json.loads(json.dumps(to_protenix("case", ["ACDE"], glycan)))
+    assert job["sequences"][1]["ligand"]["ligand"] == "CCD_NAG_NAG_BMA_MAN_MAN"
+    bond = job["covalent_bonds"][0]  # 1-based entities and positions
+    assert (bond["left_entity"], bond["left_position"], bond["left_atom"]) == (2, 1, "O4")
+    assert (bond["right_position"], bond["right_atom"]) == (2, "C1")
+    assert from_protenix(job) == (["ACDE"], glycan)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        g = random_glycan(rng, 6)
+        assert parse_iupac(g.to_iupac()) == g
+        assert from_protenix(to_protenix("x", [], g))[1] == g
+
+
+def test_bad_glycans_fail_clearly():
+    from common.errors import UserError
+
+    with pytest.raises(UserError, match="has no O2"):
+        Glycan(["NAG", "MAN"], [-1, 0], [0, 2])
+    with pytest.raises(UserError, match="unsupported monosaccharide"):
+        Glycan(["XYZ"], [-1], [0])
+    with pytest.raises(UserError, match="unbalanced|cannot parse"):
+        parse_iupac("Man(a1-3)[Man(a1-6)Man")
+
+
+def _complexes(n=6, seed=0):
+    cfg = OmegaConf.create(dict(families=6, held_out_families=2, topologies=30, max_residues=4,
+                                held_out_topology_fraction=0.3, kt=0.6, train_complexes=n,
+                                test_complexes=n))
+    return synthetic_benchmark(cfg, np.random.default_rng(seed))
+
+
+def test_generator_splits_hold_out_families_and_attachment_sites():
+    bench = _complexes(40)
+    held = set(bench.held_out_motifs)
+    assert all(not (motifs(cx.glycan) & held) for cx in bench.train)
+    assert all(motifs(cx.glycan) & held for cx in bench.test["glycan"])
+    assert {cx.family for cx in bench.test["protein"]} <= set(bench.held_out_families)
+    assert not {cx.family for cx in bench.train} & set(bench.held_out_families)
+    cx = bench.train[0]
+    built = GlycanBuilder(cx.glycan, torch.float64)
+    wrapped = (built.measure_torsions(torch.tensor(cx.ligand_xyz)) - torch.tensor(cx.torsions)
+               + 180) % 360 - 180
+    assert wrapped.abs().max() < 1e-6  # the stored torsions are the built ones
+
+
+def test_rmsd_oracles():
+    rng = np.random.default_rng(0)
+    for cx in _complexes(4).train:
+        topo = complex_topology(cx)
+        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        q *= np.sign(np.linalg.det(q))
+        moved = evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz @ q.T + 5,
+                              cx.ligand_xyz @ q.T + 5)
+        assert moved["lrmsd"] < 1e-9 and moved["dockq"] == pytest.approx(1.0)
+        t = np.array([1.0, -2.0, 0.5])
+        shifted = evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
+                                cx.ligand_xyz + t)
+        assert shifted["lrmsd"] == pytest.approx(np.linalg.norm(t), abs=1e-9)
+
+
+def test_kabsch_matches_scipy():
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(12, 3))
+    b = a @ Rotation.random(random_state=4).as_matrix().T + rng.normal(0, 0.1, (12, 3))
+    r, t = kabsch(a, b)
+    theirs, _ = Rotation.align_vectors(b - b.mean(0), a - a.mean(0))
+    assert np.allclose(r, theirs.as_matrix(), atol=1e-8)
+    assert np.allclose(t, b.mean(0) - r @ a.mean(0))
+
+
+def test_symmetric_rmsd_matches_spyrmsd():
+    spyrmsd = pytest.importorskip("spyrmsd.rmsd")
+    # acetate: the two carboxylate oxygens are equivalent
+    elements = ["C", "C", "O", "O"]
+    bonds = [(0, 1), (1, 2), (1, 3)]
+    ref = np.array([[0.0, 0, 0], [1.5, 0, 0], [2.2, 1.1, 0], [2.2, -1.1, 0]])
+    swapped = ref[[0, 1, 3, 2]] + np.array([0.05, -0.02, 0.1])
+    perms = automorphisms(elements, bonds)
+    assert len(perms) == 2
+    plain = np.sqrt(((swapped - ref) ** 2).sum(-1).mean())
+    ours = symmetric_rmsd(swapped, ref, perms)
+    adjacency = np.zeros((4, 4), dtype=int)
+    for i, j in bonds:
+        adjacency[i, j] = adjacency[j, i] = 1
+    atomic = np.array([6, 6, 8, 8])
+    theirs = spyrmsd.symmrmsd(ref, swapped, atomic, atomic, adjacency, adjacency)
+    assert plain > 1.0 and ours == pytest.approx(theirs, abs=1e-9) and ours < 0.2
+
+
+def test_dockq_is_one_for_the_native_pose_and_falls_with_displacement():
+    cx = _complexes(2).train[0]
+    topo = complex_topology(cx)
+    native = evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz, cx.ligand_xyz)
+    assert native["fnat"] == 1 and native["irms"] < 1e-9 and native["lrms"] < 1e-9
+    assert native["dockq"] == pytest.approx(1.0)
+    assert native["dockq_small_molecule"] == pytest.approx(2 / 3)
+    assert native["dockqc"] == pytest.approx(1.0)
+    direction = np.array([0.6, 0.0, 0.8])
+    scores = [evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
+                            cx.ligand_xyz + s * direction) for s in (0.5, 1, 2, 4, 8)]
+    for key in ("dockq", "dockq_small_molecule", "dockqc"):
+        values = [s[key] for s in scores]
+        assert all(x > y for x, y in zip(values, values[1:], strict=False)), key
+
+
+def test_structure_files_score_like_the_arrays(tmp_path):
+    pytest.importorskip("gemmi")
+    cx = _complexes(2).train[1]
+    pose = cx.ligand_xyz + np.array([0.7, -0.4, 0.2])
+    direct = evaluate_pose(complex_topology(cx), cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
+                           pose)
+    for suffix, tol in ((".cif", 1e-6), (".pdb", 2e-3)):
+        ref = write_structure(tmp_path / f"ref{suffix}", cx)
+        pred = write_structure(tmp_path / f"pred{suffix}", cx, pose)
+        from_files = evaluate_files(ref, pred)
+        for key in ("lrmsd", "dockq", "dockqc", "fnat"):
+            assert from_files[key] == pytest.approx(direct[key], abs=tol), (suffix, key)
+
+
+def test_topological_features():
+    glycan = parse_iupac("Gal(b1-4)[Fuc(a1-3)]GlcNAc(b1-2)Man")
+    import networkx as nx
+
+    graph = nx.Graph([(j, glycan.parents[j]) for j in glycan.links])
+    d = tree_distances(glycan)
+    for i in range(len(glycan)):
+        for j in range(len(glycan)):
+            assert d[i, j] == nx.shortest_path_length(graph, i, j)
+    base = glycan_features(glycan)
+    full = glycan_features(glycan, ("anomer", "sugar", "stereo", "tree"))
+    assert base.shape == (4, 15) and full.shape == (4, 15 + 2 + 5 + 3 + 4)
+    gal = glycan.codes.index("GAL")
+    assert full[gal, 15 + 7] == 0  # Gal hangs from GlcNAc O4: equatorial
+    assert glycan_features(parse_iupac("Glc(b1-4)Gal"), ("stereo",))[1, 15] == 1  # Gal O4 axial
+    with pytest.raises(ValueError, match="unknown topological"):
+        glycan_features(glycan, ("colour",))
+
+
+def test_energy_loss_is_the_chi_energy_of_the_built_torsions():
+    from methods.glycandock.model import glycan_energy
+
+    glycan = parse_iupac(N_GLYCAN)
+    builder = GlycanBuilder(glycan, torch.float64)
+    torsions = (torch.rand(2, 4, 2, dtype=torch.float64) * 360 - 180).requires_grad_()
+    x = builder.build(torch.eye(3, dtype=torch.float64).expand(2, 3, 3),
+                      torch.zeros(2, 3, dtype=torch.float64), torsions)
+    energy = glycan_energy(builder, x, glycan.chi_kinds())
+    expected = torch.stack([chi_energy(torsions[:, k, t], kind)
+                            for k, pair in enumerate(glycan.chi_kinds())
+                            for t, kind in enumerate(pair)], -1).mean(-1)
+    assert torch.allclose(energy, expected, atol=1e-8)
+    energy.sum().backward()
+    direct = torch.stack([chi_derivative(torsions[:, k, t].detach(), kind)
+                          for k, pair in enumerate(glycan.chi_kinds())
+                          for t, kind in enumerate(pair)], -1).reshape(2, 4, 2) / 8
+    assert torch.allclose(torsions.grad, direct, atol=1e-6)
+
+
+SMALL_RUN = ["+paper=glycandock", "dataset.families=6", "dataset.held_out_families=2",
+             "dataset.topologies=24", "dataset.max_residues=3", "dataset.train_complexes=60",
+             "dataset.test_complexes=16", "protocol.epochs=2", "protocol.arms=[base,both]",
+             "protocol.export_protenix=2"]
+
+
+def test_protocol_run(tmp_path):
+    m = run_paper(SMALL_RUN, tmp_path / "run")
+    for key in ("success2A_base_glycan_split", "success2A_both_glycan_split", "chi_energy_base",
+                "rmsd_oracle_max_err", "success2A_both_protein_split", "chi_energy_reference"):
+        assert key in m and math.isfinite(m[key])
+    assert m["rmsd_oracle_max_err"] < 1e-8 and m["file_rescore_max_err"] < 1e-6
+    jobs = json.loads((tmp_path / "run" / "protenix" / "inputs.json").read_text())
+    assert len(jobs) == 2 and (tmp_path / "run" / "figures" / "glycandock.png").exists()
+    # the exported files score with the structure_pairs dataset
+    pairs = run_paper(["+paper=glycandock", "dataset=structure_pairs",
+                       f"dataset.root={tmp_path / 'run' / 'protenix'}"], tmp_path / "pairs")
+    assert set(pairs) >= {"success2A_base", "success2A_both", "median_lrmsd_both"}
+
+
+def test_offline_benchmark_and_missing_folder_fail_with_one_line(tmp_path):
+    code, failed = run_failing(["+paper=glycandock", "dataset=protglycandock"],
+                               tmp_path / "hub")
+    assert code == 2 and "network access" in failed["error"]
+    code, failed = run_failing(["+paper=glycandock", "dataset=structure_pairs",
+                                f"dataset.root={tmp_path / 'nowhere'}"], tmp_path / "pairs")
+    assert code == 2 and "not found" in failed["error"]
