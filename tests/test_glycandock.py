@@ -35,7 +35,6 @@ from data.glycans import (
     to_protenix,
 )
 from methods.glycandock import (
-    PoseTopology,
     automorphisms,
     complex_topology,
     evaluate_files,
