@@ -74,8 +74,9 @@ def random_glycan(rng: np.random.Generator, max_residues: int) -> Glycan:
     parents, positions = [-1], [0]
     size = int(rng.integers(1, max_residues + 1))
     while len(codes) < size:
+        taken = set(zip(parents, positions, strict=True))
         free = [(p, x) for p, code in enumerate(codes) for x in LINK_POSITIONS
-                if monosaccharide(code).sugar != "Fuc" and (p, x) not in zip(parents, positions, strict=False)
+                if monosaccharide(code).sugar != "Fuc" and (p, x) not in taken
                 and has_oxygen(code, x)]
         p, x = free[int(rng.integers(len(free)))]
         codes.append(str(rng.choice(list(MONOSACCHARIDES))))
