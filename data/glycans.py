@@ -219,7 +219,7 @@ def parse_iupac(text: str, root_anomer: str = "b") -> Glycan:
 
     def residue(parent, anomer, position):
         token = tokens.pop(0) if tokens else None
-        if not isinstance(token, str) or token in "[]" or token not in SUGARS:
+        if token not in SUGARS:
             raise UserError(f"cannot parse glycan '{text}': expected a sugar name "
                             f"({', '.join(SUGARS)}), got {token!r}")
         me = len(sugars)
@@ -234,6 +234,8 @@ def parse_iupac(text: str, root_anomer: str = "b") -> Glycan:
             link(me)
 
     def link(parent):
+        if not tokens or not isinstance(tokens[0], tuple):
+            raise UserError(f"cannot parse glycan '{text}': expected a linkage like (b1-4)")
         anomer, position = tokens.pop(0)
         residue(parent, anomer, position)
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from data.glycan_complexes import ANCHORS, AROMATIC, Complex
+from data.glycan_complexes import AMINO_ACIDS, ANCHORS, AROMATIC, Complex
 from data.glycans import GlycanBuilder, chi_energy
 from methods.glycandock.features import (
     binding_labels,
@@ -182,8 +182,8 @@ class DockingNet(nn.Module):
                                               torch.atan2(raw[:, 3], raw[:, 2])], -1))
         batch = len(stack)
         rows = torch.arange(batch)
-        aa_stack = torch.stack([b.pocket_x[rows, stack, _aa(a)] for a in AROMATIC], -1)
-        aa_anchor = torch.stack([b.pocket_x[rows, anchor, _aa(a)] for a in ANCHORS], -1)
+        aa_stack = b.pocket_x[rows, stack][:, [AMINO_ACIDS.index(a) for a in AROMATIC]]
+        aa_anchor = b.pocket_x[rows, anchor][:, [AMINO_ACIDS.index(a) for a in ANCHORS]]
         glycan_summary = torch.cat([h[0], h.mean(0)]).expand(batch, -1)
         pose = self.pose_head(torch.cat([glycan_summary, aa_stack, aa_anchor], -1))
         origin, frame = pocket_frame(b.centres, b.normals, stack, anchor)
@@ -191,12 +191,6 @@ class DockingNet(nn.Module):
         translation = origin + (frame @ pose[:, :3, None]).squeeze(-1)
         coords = b.builder.build(rotation, translation, torsions.expand(batch, -1, -1))
         return coords, stack_logits, anchor_logits
-
-
-def _aa(name: str) -> int:
-    from data.glycan_complexes import AMINO_ACIDS
-
-    return AMINO_ACIDS.index(name)
 
 
 def glycan_energy(builder: GlycanBuilder, coords: torch.Tensor,
