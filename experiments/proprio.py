@@ -1,0 +1,210 @@
+"""proprio protocol: train (or load from the cache) the small image-to-video flow generator on
+bouncing-ball clips, then with the generator frozen
+- discrimination: the self-score R of held-out real clips against controlled corruptions
+  (AUROC, per corruption and pooled), next to a learned discriminator trained on other clips;
+- correlation: per condition, N samples; Spearman of R against the physics error within
+  each condition (averaged), and pooled over all samples; the same without the mask;
+- best-of-N: the physics error of the argmin-R sample among the first N, over the mean
+  physics error of single samples, for N in 1, 2, 4, 8, 16, against random and
+  discriminator-picked samples;
+- refinement: gradient steps on the clip against R with a proximity term;
+- a Physics-IQ-style score of single and best-of-16 samples against two physical "takes".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from scipy.stats import spearmanr
+from sklearn.metrics import roc_auc_score
+
+from data.bouncing_balls import (
+    CORRUPTIONS,
+    BallWorld,
+    corrupt,
+    physics_error,
+    real_clips,
+    render,
+    track,
+)
+from experiments.helpers.figures import subplots
+from experiments.runner import register_paper
+from experiments.runner.context import RunContext
+from methods.proprio.score import (
+    ScoreOptions,
+    motion_mask,
+    physics_iq_metrics,
+    physics_iq_score,
+    proprio_score,
+    refine,
+    shared_perturbations,
+    train_discriminator,
+)
+
+
+def world_of(cfg) -> BallWorld:
+    d = cfg.dataset
+    return BallWorld(int(d.frames), int(d.size), float(d.radius), float(d.g),
+                     float(d.restitution))
+
+
+def options_of(method, mask: bool | None = None) -> ScoreOptions:
+    return ScoreOptions(tuple(float(s) for s in method.sigmas), int(method.perturbations),
+                        float(method.beta), bool(method.mask if mask is None else mask),
+                        float(method.mask_threshold))
+
+
+@register_paper("proprio")
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    from methods.proprio.generator import VelocityNet, condition_of, sample, train_generator
+
+    p, method = cfg.protocol, cfg.method
+    world = world_of(cfg)
+    g = p.generator
+
+    def build(folder):
+        net = train_generator(world, int(g.steps), int(g.batch), int(g.hidden), int(g.blocks),
+                              float(g.lr), ctx.seed, ctx.compute, progress=True)
+        torch.save(net.state_dict(), folder / "generator.pt")
+        return net
+
+    def load(folder):
+        net = VelocityNet(world.frames, world.size, int(g.hidden), int(g.blocks))
+        net.load_state_dict(torch.load(folder / "generator.pt"))
+        return net.eval()
+
+    net = ctx.cached("proprio_generator", {"world": vars(world), **dict(g), "seed": ctx.seed},
+                     "1", build, load)
+    for param in net.parameters():
+        param.requires_grad_(False)
+    rng = np.random.default_rng(ctx.seed + 1)
+    opts, plain = options_of(method), options_of(method, mask=False)
+    shape = (world.frames, world.size, world.size)
+    eps = shared_perturbations(shape, opts.perturbations, ctx.seed)
+    metrics: dict[str, float] = {}
+
+    def score(clips, o=opts):
+        with torch.no_grad():
+            x = torch.as_tensor(clips)
+            return proprio_score(net, x, condition_of(x), eps, o).numpy()
+
+    # discrimination: real vs corrupted clips
+    real = real_clips(world, int(p.eval_clips), rng)
+    r_real = score(real)
+    fakes = {k: corrupt(world, k, int(p.eval_clips), rng) for k in CORRUPTIONS}
+    disc = train_discriminator(real_clips(world, int(p.discriminator_clips), rng),
+                               np.concatenate([corrupt(world, k, int(p.discriminator_clips)
+                                                       // len(CORRUPTIONS), rng)
+                                               for k in CORRUPTIONS]), 5, ctx.seed)
+    scores = {k: score(v) for k, v in fakes.items()}
+    labels = np.r_[np.zeros(len(real)), np.ones(len(real) * len(CORRUPTIONS))]
+    metrics["auroc_real_vs_corrupted"] = float(roc_auc_score(
+        labels, np.concatenate([r_real, *scores.values()])))
+    with torch.no_grad():
+        d_real = -disc(torch.as_tensor(real)).numpy()
+        d_fake = [-disc(torch.as_tensor(v)).numpy() for v in fakes.values()]
+    metrics["auroc_discriminator"] = float(roc_auc_score(labels, np.concatenate([d_real,
+                                                                                 *d_fake])))
+    for k, v in scores.items():
+        metrics[f"auroc_{k}"] = float(roc_auc_score(np.r_[np.zeros(len(real)),
+                                                          np.ones(len(v))], np.r_[r_real, v]))
+    metrics["physics_err_real"] = float(physics_error(world, real).mean())
+
+    # samples per condition
+    conditions = torch.as_tensor(real_clips(world, int(p.conditions), rng))
+    n = int(p.samples_per_condition)
+    pools = []
+    for i in ctx.progress(range(len(conditions)), "conditions"):
+        cond = condition_of(conditions[i:i + 1]).expand(n, -1, -1, -1)
+        noise = torch.randn((n, *shape), generator=torch.Generator().manual_seed(
+            ctx.seed * 100003 + i))
+        with torch.no_grad():
+            clips = sample(net, cond, noise, int(p.sampler_steps), float(p.shift))
+            d = -disc(clips).numpy()
+        pools.append({"clips": clips, "err": physics_error(world, clips.numpy()),
+                      "R": score(clips), "R_plain": score(clips, plain), "disc": d})
+    within = [spearmanr(q["R"], q["err"])[0] for q in pools]
+    within_plain = [spearmanr(q["R_plain"], q["err"])[0] for q in pools]
+    metrics["spearman_score_vs_physics_err"] = float(np.nanmean(within))
+    metrics["spearman_pooled"] = float(spearmanr(np.concatenate([q["R"] for q in pools]),
+                                                 np.concatenate([q["err"] for q in pools]))[0])
+    metrics["mask_ablation_gain"] = float(np.nanmean(within) - np.nanmean(within_plain))
+    single = float(np.mean([q["err"].mean() for q in pools]))
+    metrics["physics_err_bon1"] = single
+    curve = {"proprio": [], "discriminator": [], "random": []}
+    ns = [m for m in (1, 2, 4, 8, 16) if m <= n]
+    for m in ns:
+        pick = np.mean([q["err"][np.argmin(q["R"][:m])] for q in pools])
+        disc_pick = np.mean([q["err"][np.argmin(q["disc"][:m])] for q in pools])
+        curve["proprio"].append(pick / single)
+        curve["discriminator"].append(disc_pick / single)
+        curve["random"].append(np.mean([q["err"][0] for q in pools]) / single)
+        metrics[f"physics_err_bon{m}_over_bon1"] = float(pick / single)
+        metrics[f"physics_err_disc_bon{m}_over_bon1"] = float(disc_pick / single)
+    ctx.save_table("best_of_n", [{"n": m, **{k: v[i] for k, v in curve.items()}}
+                                 for i, m in enumerate(ns)])
+
+    # refinement of one sample per condition
+    first = torch.stack([q["clips"][0] for q in pools])
+    cond = condition_of(conditions)
+    refined = refine(net, first, cond, eps, opts, int(p.refine.steps), float(p.refine.lr),
+                     float(p.refine.proximity))
+    before, after = physics_error(world, first.numpy()), physics_error(world, refined.numpy())
+    metrics["refine_physics_err_ratio"] = float(after.mean() / before.mean())
+    metrics["refine_score_ratio"] = float(score(refined.numpy()).mean()
+                                          / score(first.numpy()).mean())
+
+    # Physics-IQ-style score against two physical takes of each condition's trajectory
+    metrics.update(physics_iq(world, conditions, pools, opts))
+    ctx.save_table("discrimination", [{"clips": k, "score_mean": float(v.mean()),
+                                       "auroc": metrics.get(f"auroc_{k}", np.nan)}
+                                      for k, v in {"real": r_real, **scores}.items()])
+    ctx.save_figure("proprio", figure(r_real, scores, ns, curve, before, after))
+    return metrics
+
+
+def physics_iq(world, conditions, pools, opts) -> dict[str, float]:
+    """Physics-IQ of single and best-of-16 samples: take 1 is the real clip, take 2 the same
+    trajectory shifted by 0.05 px (the physical variance between takes)."""
+    out = {}
+    takes = conditions.numpy()
+    rows = {"bon1": [], "bon16": [], "variance": []}
+    for i, q in enumerate(pools):
+        centres = track(takes[i])[0]
+        take2 = render(world, (centres + 0.05)[None])[0]
+        best = q["clips"][int(np.argmin(q["R"]))].numpy()
+        masks = [motion_mask(torch.as_tensor(v)[None], opts)[0].numpy() > 0.5
+                 for v in (takes[i], take2, q["clips"][0].numpy(), best)]
+        rows["variance"].append(physics_iq_metrics(masks[0], masks[1], takes[i], take2))
+        rows["bon1"].append(physics_iq_metrics(masks[0], masks[2], takes[i],
+                                               q["clips"][0].numpy()))
+        rows["bon16"].append(physics_iq_metrics(masks[0], masks[3], takes[i], best))
+    var = {k: np.mean([r[k] for r in rows["variance"]]) for k in rows["variance"][0]}
+    for name in ("bon1", "bon16"):
+        m = {k: np.mean([r[k] for r in rows[name]]) for k in var}
+        out[f"physics_iq_{name}"] = physics_iq_score(m["st_iou"], m["s_iou"], m["ws_iou"],
+                                                     m["mse"], var["st_iou"], var["s_iou"],
+                                                     var["ws_iou"], var["mse"])
+    return out
+
+
+def figure(r_real, scores, ns, curve, before, after):
+    fig, axes = subplots(3, panel=(4.8, 3.6))
+    bins = np.linspace(0, np.percentile(np.concatenate([r_real, *scores.values()]), 99), 40)
+    axes[0].hist(r_real, bins, alpha=0.6, label="real", density=True)
+    for k, v in scores.items():
+        axes[0].hist(v, bins, histtype="step", label=k, density=True)
+    axes[0].set(title="self-score R of real and corrupted clips", xlabel="R (lower = plausible)")
+    axes[0].legend(fontsize=7)
+    for k, v in curve.items():
+        axes[1].plot(ns, v, "-o", label=k)
+    axes[1].set(xscale="log", title="best-of-N", xlabel="N", ylabel="physics error / single")
+    axes[1].set_xticks(ns, [str(m) for m in ns])
+    axes[1].legend(fontsize=7)
+    axes[2].bar([0, 1], [before.mean(), after.mean()])
+    axes[2].set_xticks([0, 1], ["sample", "refined"])
+    axes[2].set(title="gradient self-refinement", ylabel="mean physics error")
+    fig.tight_layout()
+    return fig
+

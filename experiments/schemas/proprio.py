@@ -1,0 +1,60 @@
+"""Schemas of proprio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import MISSING
+
+from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+@dataclass
+class ProprioConfig(MethodConfig):
+    sigmas: list[float] = MISSING
+    perturbations: int = MISSING
+    beta: float = MISSING
+    mask: bool = MISSING
+    mask_threshold: float = MISSING
+
+
+@dataclass
+class GeneratorSettings:
+    steps: int = MISSING
+    batch: int = MISSING
+    hidden: int = MISSING
+    blocks: int = MISSING
+    lr: float = MISSING
+
+
+@dataclass
+class RefineSettings:
+    steps: int = MISSING
+    lr: float = MISSING
+    proximity: float = MISSING
+
+
+@dataclass
+class ProprioProtocol:
+    generator: GeneratorSettings = field(default_factory=GeneratorSettings)
+    sampler_steps: int = MISSING
+    shift: float = MISSING
+    eval_clips: int = MISSING
+    discriminator_clips: int = MISSING
+    conditions: int = MISSING
+    samples_per_condition: int = MISSING
+    refine: RefineSettings = field(default_factory=RefineSettings)
+
+
+@dataclass
+class BouncingBallsConfig(DatasetConfig):
+    frames: int = MISSING
+    size: int = MISSING
+    radius: float = MISSING
+    g: float = MISSING
+    restitution: float = MISSING
+
+
+PROTOCOL = ProprioProtocol
+METHODS = {"proprio": ProprioConfig}
+DATASETS = {"bouncing_balls": BouncingBallsConfig}
