@@ -7,7 +7,8 @@ bouncing-ball clips, then with the generator frozen
 - best-of-N: the physics error of the argmin-R sample among the first N, over the mean
   physics error of single samples, for N in 1, 2, 4, 8, 16, against random and
   discriminator-picked samples;
-- refinement: gradient steps on the clip against R with a proximity term;
+- refinement: gradient steps against R on the sampler's initial noise (or on the clip),
+  with a proximity term;
 - a Physics-IQ-style score of single and best-of-16 samples against two physical "takes".
 """
 
@@ -19,6 +20,7 @@ from omegaconf import DictConfig
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
+from common.errors import UserError
 from data.bouncing_balls import (
     CORRUPTIONS,
     BallWorld,
@@ -38,6 +40,7 @@ from methods.proprio.score import (
     physics_iq_score,
     proprio_score,
     refine,
+    refine_noise,
     shared_perturbations,
     train_discriminator,
 )
@@ -122,7 +125,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         with torch.no_grad():
             clips = sample(net, cond, noise, int(p.sampler_steps), float(p.shift))
             d = -disc(clips).numpy()
-        pools.append({"clips": clips, "err": physics_error(world, clips.numpy()),
+        pools.append({"clips": clips, "noise": noise, "err": physics_error(world, clips.numpy()),
                       "R": score(clips), "R_plain": score(clips, plain), "disc": d})
     within = [spearmanr(q["R"], q["err"])[0] for q in pools]
     within_plain = [spearmanr(q["R_plain"], q["err"])[0] for q in pools]
@@ -145,11 +148,20 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_table("best_of_n", [{"n": m, **{k: v[i] for k, v in curve.items()}}
                                  for i, m in enumerate(ns)])
 
-    # refinement of one sample per condition
+    # refinement of one sample per condition: through the sampler (noise) or on the clip
     first = torch.stack([q["clips"][0] for q in pools])
     cond = condition_of(conditions)
-    refined = refine(net, first, cond, eps, opts, int(p.refine.steps), float(p.refine.lr),
-                     float(p.refine.proximity))
+    r = p.refine
+    if r.space not in ("noise", "clip"):
+        raise UserError(f"unknown protocol.refine.space '{r.space}'; known: noise, clip")
+    if r.space == "noise":
+        refined = refine_noise(net, lambda z: sample(net, cond, z, int(p.sampler_steps),
+                                                     float(p.shift)),
+                               torch.stack([q["noise"][0] for q in pools]), cond, eps, opts,
+                               int(r.steps), float(r.lr), float(r.proximity))
+    else:
+        refined = refine(net, first, cond, eps, opts, int(r.steps), float(r.lr),
+                         float(r.proximity))
     before, after = physics_error(world, first.numpy()), physics_error(world, refined.numpy())
     metrics["refine_physics_err_ratio"] = float(after.mean() / before.mean())
     metrics["refine_score_ratio"] = float(score(refined.numpy()).mean()

@@ -29,6 +29,7 @@ class GeneratorSettings:
 
 @dataclass
 class RefineSettings:
+    space: str = MISSING  # noise | clip
     steps: int = MISSING
     lr: float = MISSING
     proximity: float = MISSING
