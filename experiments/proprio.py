@@ -145,7 +145,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         disc_pick = np.mean([q["err"][np.argmin(q["disc"][:m])] for q in pools])
         curve["proprio"].append(pick / single)
         curve["discriminator"].append(disc_pick / single)
-        curve["random"].append(np.mean([q["err"][0] for q in pools]) / single)
+        curve["random"].append(np.mean([q["err"][:m].mean() for q in pools]) / single)
         metrics[f"physics_err_bon{m}_over_bon1"] = float(pick / single)
         metrics[f"physics_err_disc_bon{m}_over_bon1"] = float(disc_pick / single)
     ctx.save_table("best_of_n", [{"n": m, **{k: v[i] for k, v in curve.items()}}
