@@ -82,7 +82,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                              **{k: scores[k] for k in SCORES},
                              "chi_energy": pred["chi_energy"] if pred["links"] else np.nan,
                              "pointer_ok": float(pred["pointer_ok"])})
-    ctx.save_table("poses", rows)
+        ctx.save_table("poses", rows)  # after every arm: a run stopped later keeps these
     summary = summarize(rows)
     ctx.save_table("summary", summary)
     ctx.save_table("stratified", stratify(rows))
