@@ -8,7 +8,7 @@ s' = shift s / (1 + (shift - 1) s). The condition is the first two frames (image
 the network sees them at every step and the sampler writes them into the result.
 
 The network is CI-sized: the whole clip is one vector; an MLP with a sinusoidal noise-level
-embedding, the condition frames, and residual blocks. It trains in about a minute on one
+embedding, the condition frames, and residual blocks. 2000 steps take about 100 s on one
 CPU thread.
 """
 
