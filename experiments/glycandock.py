@@ -2,6 +2,7 @@
 
 ``dataset=complexes`` (default): synthetic complexes with both generalisation splits; the
 docking model is trained per arm (base, +topology, +energy, both) on the same training set
+(plus a physics-only arm: the base model's pose with every linkage at its CHI minimum)
 and every test pose is scored by the model-agnostic evaluator (symmetry-corrected ligand
 RMSD, success@2A/5A, DockQ in both styles, DockQC), per split and stratified by glycan size
 and branching; evaluator oracles (rigid motion, pure translation, native pose) are checked in
@@ -34,7 +35,7 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.glycandock import complex_topology, evaluate_files, evaluate_pose
 
-ARMS = ("base", "topology", "energy", "both")
+ARMS = ("base", "topology", "energy", "both", "chi_minimum")
 SCORES = ("lrmsd", "success2A", "success5A", "dockq", "dockq_small_molecule", "dockqc")
 
 
@@ -43,6 +44,8 @@ def technique(arm: str, method: DictConfig):
 
     if arm not in ARMS:
         raise UserError(f"unknown glycandock arm '{arm}'; known: {', '.join(ARMS)}")
+    if arm == "chi_minimum":  # the base model's pose with every linkage at its CHI minimum
+        return Technique()
     topology = tuple(method.topology_features) if arm in ("topology", "both") else ()
     return Technique(topology, float(method.lambda_energy) if arm in ("energy", "both") else 0.0)
 
@@ -63,13 +66,17 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     automorphism_cache: dict = {}
     metrics = {"rmsd_oracle_max_err": rmsd_oracles(bench.test["glycan"][:25], rng,
                                                    automorphism_cache)}
-    rows, predictions = [], {}
+    rows, predictions, nets = [], {}, {}
     for arm in ctx.progress(list(protocol.arms), "arms"):
         tech = technique(arm, cfg.method)
-        net = train_docking(bench.train, tech, protocol.epochs, protocol.batch_size,
-                            protocol.hidden, protocol.lr, ctx.seed, ctx.compute)
+        trained_as = "base" if arm == "chi_minimum" else arm
+        if trained_as not in nets:
+            nets[trained_as] = train_docking(bench.train, tech, protocol.epochs,
+                                             protocol.batch_size, protocol.hidden, protocol.lr,
+                                             ctx.seed, ctx.compute)
         for split, complexes in bench.test.items():
-            preds = predict(net, complexes, tech)
+            preds = predict(nets[trained_as], complexes, tech,
+                            chi_minimum=arm == "chi_minimum")
             predictions[arm, split] = preds
             for cx, pred in zip(complexes, preds, strict=True):
                 scores = evaluate_pose(complex_topology(cx, automorphism_cache),

@@ -282,15 +282,35 @@ def test_energy_loss_is_the_chi_energy_of_the_built_torsions():
     assert torch.allclose(torsions.grad, direct, atol=1e-6)
 
 
+def test_chi_minimum_arm_builds_every_linkage_at_its_chi_minimum():
+    from methods.glycandock.model import DockingNet, Technique, chi_minima, predict
+
+    bench = _complexes(6)
+    net = DockingNet(15, 8, False)
+    preds = predict(net, bench.train, Technique(), chi_minimum=True)
+    grid = torch.arange(-180.0, 180.0, dtype=torch.float64)
+    for cx, pred in zip(bench.train, preds, strict=True):
+        kinds = cx.glycan.chi_kinds()
+        want = chi_minima(kinds).double()
+        got = torch.tensor(pred["torsions"], dtype=torch.float64)
+        assert torch.allclose(torch.remainder(got - want + 180, 360) - 180,
+                              torch.zeros_like(got), atol=1e-2)
+        lowest = [float(chi_energy(grid, k).min()) for pair in kinds for k in pair]
+        if kinds:
+            assert pred["chi_energy"] == pytest.approx(np.mean(lowest), abs=1e-3)
+
+
 SMALL_RUN = ["+paper=glycandock", "dataset.families=6", "dataset.held_out_families=2",
              "dataset.topologies=24", "dataset.max_residues=3", "dataset.train_complexes=60",
-             "dataset.test_complexes=16", "protocol.epochs=2", "protocol.arms=[base,both]",
+             "dataset.test_complexes=16", "protocol.epochs=2",
+             "protocol.arms=[base,both,chi_minimum]",
              "protocol.export_protenix=2"]
 
 
 def test_protocol_run(tmp_path):
     m = run_paper(SMALL_RUN, tmp_path / "run")
     for key in ("success2A_base_glycan_split", "success2A_both_glycan_split", "chi_energy_base",
+                "success2A_chi_minimum_glycan_split",
                 "rmsd_oracle_max_err", "success2A_both_protein_split", "chi_energy_reference"):
         assert key in m and math.isfinite(m[key])
     assert m["rmsd_oracle_max_err"] < 1e-8 and m["file_rescore_max_err"] < 1e-2

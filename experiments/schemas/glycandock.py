@@ -17,7 +17,7 @@ class GlycandockConfig(MethodConfig):
 
 @dataclass
 class GlycandockProtocol:
-    arms: list[str] = MISSING  # base | topology | energy | both
+    arms: list[str] = MISSING  # base | topology | energy | both | chi_minimum
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING

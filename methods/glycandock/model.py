@@ -164,7 +164,9 @@ class DockingNet(nn.Module):
         anchor_logits = self.anchor_score(torch.cat([b.pocket_x, dist], -1)).squeeze(-1)
         return stack_logits, anchor_logits.masked_fill(~b.anchor, -1e4), stack
 
-    def forward(self, b: TopologyBatch, stack=None, anchor=None):
+    def forward(self, b: TopologyBatch, stack=None, anchor=None, torsions=None):
+        """Coordinates and pointer logits; ``torsions`` (links, 2) replace the predicted
+        ones (the CHI-minimum baseline)."""
         stack_logits, anchor_logits, stack = self.pointers(b, stack)
         if anchor is None:
             anchor = anchor_logits.argmax(-1)
@@ -176,10 +178,11 @@ class DockingNet(nn.Module):
             h = h + layer(torch.cat(parts, -1))
         links = b.builder.glycan.links
         parents = [b.builder.glycan.parents[j] for j in links]
-        raw = self.torsion_head(torch.cat([h[links], h[parents]], -1)) if links else \
-            h.new_zeros(0, 4)
-        torsions = torch.rad2deg(torch.stack([torch.atan2(raw[:, 1], raw[:, 0]),
-                                              torch.atan2(raw[:, 3], raw[:, 2])], -1))
+        if torsions is None:
+            raw = self.torsion_head(torch.cat([h[links], h[parents]], -1)) if links else \
+                h.new_zeros(0, 4)
+            torsions = torch.rad2deg(torch.stack([torch.atan2(raw[:, 1], raw[:, 0]),
+                                                  torch.atan2(raw[:, 3], raw[:, 2])], -1))
         batch = len(stack)
         rows = torch.arange(batch)
         aa_stack = b.pocket_x[rows, stack][:, [AMINO_ACIDS.index(a) for a in AROMATIC]]
@@ -240,14 +243,24 @@ def train_docking(train: list[Complex], technique: Technique, epochs: int, batch
     return net.cpu().eval()
 
 
+def chi_minima(kinds: list[tuple[str, str]]) -> torch.Tensor:
+    """(links, 2) the global minimum of each linkage's phi and psi CHI functions (1-degree
+    grid): the physics-only torsion prediction."""
+    grid = torch.arange(-180.0, 180.0, dtype=torch.float64)
+    return torch.tensor([[float(grid[chi_energy(grid, kind).argmin()]) for kind in pair]
+                         for pair in kinds], dtype=torch.float32).reshape(len(kinds), 2)
+
+
 @torch.no_grad()
 def predict(net: DockingNet, complexes: list[Complex], technique: Technique,
-            batch_size: int = 256) -> list[dict]:
+            batch_size: int = 256, chi_minimum: bool = False) -> list[dict]:
     """Per complex: predicted ligand coordinates, measured torsions, CHI energy, and whether
-    the pointers found the labelled residues."""
+    the pointers found the labelled residues; ``chi_minimum`` keeps the net's pose but sets
+    every linkage to its CHI minimum."""
     out: list[dict] = [{} for _ in complexes]
     for b in make_batches(complexes, technique.topology, batch_size):
-        coords, stack_logits, anchor_logits = net(b)
+        fixed = chi_minima(b.kinds) if chi_minimum else None
+        coords, stack_logits, anchor_logits = net(b, torsions=fixed)
         energy = glycan_energy(b.builder, coords, b.kinds)
         torsions = b.builder.measure_torsions(coords)
         stack_ok = stack_logits.argmax(-1) == b.stack_label
