@@ -19,7 +19,6 @@ that of D-galactose); sialic acids and furanoses are not covered. Heavy atoms on
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -300,10 +299,6 @@ def from_protenix(job: dict) -> tuple[list[str], Glycan]:
     codes = [ligand[i] for i in order]
     pars = [new[parents[i]] if parents[i] >= 0 else -1 for i in order]
     return proteins, canonical_glycan(codes, pars, [positions[i] for i in order])
-
-
-def dump_protenix(jobs: list[dict]) -> str:
-    return json.dumps(jobs, indent=1)
 
 
 # --------------------------------------------------------------------------------- geometry

@@ -29,7 +29,7 @@ from data.glycan_complexes import (
     synthetic_benchmark,
     write_structure,
 )
-from data.glycans import chi_energy, dump_protenix, parse_iupac, to_protenix
+from data.glycans import chi_energy, parse_iupac, to_protenix
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
@@ -188,7 +188,7 @@ def export_cases(complexes, predictions: dict, ctx: RunContext) -> float:
                                    cx.protein_xyz, preds[k]["ligand"])["lrmsd"]
             worst = max(worst, abs(evaluate_files(reference, path)["lrmsd"] - direct))
     if ctx.writes:
-        (folder / "inputs.json").write_text(dump_protenix(jobs))
+        (folder / "inputs.json").write_text(json.dumps(jobs, indent=1))
     return float(worst)
 
 
