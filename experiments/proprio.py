@@ -11,6 +11,9 @@ bouncing-ball clips, then with the generator frozen
 - refinement: gradient steps against R on the sampler's initial noise (or on the clip),
   with a proximity term;
 - a Physics-IQ-style score of single and best-of-16 samples against two physical "takes".
+
+``dataset=physics_iq``: the Physics-IQ score of any model's generated videos in the
+benchmark's layout (no generator needed).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from data.bouncing_balls import (
     render,
     track,
 )
+from data.physics_iq import physics_iq_cases, read_video
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
@@ -61,6 +65,8 @@ def options_of(method, mask: bool | None = None) -> ScoreOptions:
 
 @register_paper("proprio")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    if cfg.dataset.name == "physics_iq":
+        return score_physics_iq(cfg.dataset, ctx)
     from methods.proprio.generator import VelocityNet, condition_of, sample, train_generator
 
     p, method = cfg.protocol, cfg.method
@@ -202,6 +208,31 @@ def physics_iq(world, conditions, pools, opts) -> dict[str, float]:
                                                      m["mse"], var["st_iou"], var["s_iou"],
                                                      var["ws_iou"], var["mse"])
     return out
+
+
+def score_physics_iq(data: DictConfig, ctx: RunContext) -> dict[str, float]:
+    """The Physics-IQ score of a model's generated videos: per scenario, masks (the
+    benchmark's rule: 5x5 blur, running average 0.3, threshold 10/255, 5x5 open/close) and
+    metrics of take 1 vs the generated video and of take 1 vs take 2 (the physical
+    variance), averaged over scenarios, then the score formula."""
+    opts = ScoreOptions(mask_threshold=10 / 255, mask_kernel=5, mask_dilate=0, mask_blur=5)
+    rows = []
+    for case in ctx.progress(physics_iq_cases(data.real_root, data.generated_root), "cases"):
+        videos = [read_video(p, float(data.seconds), int(data.downscale))
+                  for p in (case.take1, case.take2, case.generated)]
+        t = min(len(v) for v in videos)
+        videos = [v[:t] for v in videos]
+        masks = [motion_mask(torch.as_tensor(v)[None], opts)[0].numpy() > 0.5
+                 for v in videos]
+        model = physics_iq_metrics(masks[0], masks[2], videos[0], videos[2])
+        variance = physics_iq_metrics(masks[0], masks[1], videos[0], videos[1])
+        rows.append({"case": case.name, **model, **{f"var_{k}": v for k, v in variance.items()}})
+    ctx.save_table("physics_iq", rows)
+    mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "case"}
+    score = physics_iq_score(mean["st_iou"], mean["s_iou"], mean["ws_iou"], mean["mse"],
+                             mean["var_st_iou"], mean["var_s_iou"], mean["var_ws_iou"],
+                             mean["var_mse"])
+    return {"physics_iq_score": score, "scenarios": float(len(rows)), **mean}
 
 
 def figure(r_real, scores, ns, curve, before, after):

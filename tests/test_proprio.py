@@ -24,7 +24,7 @@ from methods.proprio.score import (
     shared_perturbations,
 )
 
-from .conftest import run_paper
+from .conftest import run_failing, run_paper
 
 MU, SD = 0.3, 0.7  # Gaussian data x0 ~ N(MU, SD^2) per pixel
 
@@ -145,3 +145,61 @@ def test_protocol_run(tmp_path):
                 "physics_iq_bon1"):
         assert key in m and math.isfinite(m[key]), key
     assert (tmp_path / "run" / "figures" / "proprio.png").exists()
+
+
+def test_gaussian_blur_matches_opencv_rule_via_scipy():
+    from scipy import ndimage
+
+    from methods.proprio.score import gaussian_blur
+
+    img = np.random.default_rng(0).random((12, 15))
+    ours = gaussian_blur(torch.tensor(img)[None, None], 5)[0, 0].numpy()
+    sigma = 0.3 * ((5 - 1) * 0.5 - 1) + 0.8  # OpenCV's default for a 5x5 kernel
+    theirs = ndimage.gaussian_filter(img, sigma, mode="mirror", truncate=2 / sigma)
+    assert np.allclose(ours, theirs, atol=1e-12)
+
+
+def _write_video(path, frames, fps=10):
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for f in frames:
+            img = np.repeat((f * 255).astype(np.uint8)[..., None], 3, -1)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def _square(t, shift=0):
+    out = np.zeros((t, 32, 32))
+    for i in range(t):
+        out[i, 10:18, 2 + 2 * i + shift:10 + 2 * i + shift] = 1.0
+    return out
+
+
+def test_physics_iq_dataset_scores_generated_videos(tmp_path):
+    pytest.importorskip("av")
+    real, perfect, frozen = tmp_path / "real", tmp_path / "perfect", tmp_path / "frozen"
+    for folder in (real, perfect, frozen):
+        folder.mkdir()
+    name = "0001_testing-videos_10FPS_center_take-{}_ball-roll.mp4"
+    _write_video(real / name.format(1), _square(10))
+    _write_video(real / name.format(2), _square(10, shift=1))
+    _write_video(perfect / "0001_center_ball-roll.mp4", _square(10))
+    _write_video(frozen / "0001_center_ball-roll.mp4", np.repeat(_square(1), 10, 0))
+    common = ["+paper=proprio", "dataset=physics_iq", f"dataset.real_root={real}",
+              "dataset.seconds=1.0", "dataset.downscale=1"]
+    good = run_paper([*common, f"dataset.generated_root={perfect}"], tmp_path / "good")
+    bad = run_paper([*common, f"dataset.generated_root={frozen}"], tmp_path / "bad")
+    assert good["scenarios"] == 1 and good["st_iou"] == 1.0 and good["mse"] == 0.0
+    assert good["physics_iq_score"] == 100.0 > bad["physics_iq_score"]
+
+
+def test_missing_physics_iq_folders_fail_with_one_line(tmp_path):
+    code, failed = run_failing(["+paper=proprio", "dataset=physics_iq",
+                                f"dataset.real_root={tmp_path}/nowhere",
+                                f"dataset.generated_root={tmp_path}"], tmp_path / "run")
+    assert code == 2 and "not found" in failed["error"]

@@ -56,6 +56,14 @@ class BouncingBallsConfig(DatasetConfig):
     restitution: float = MISSING
 
 
+@dataclass
+class PhysicsIQConfig(DatasetConfig):
+    real_root: str = MISSING
+    generated_root: str = MISSING
+    seconds: float = MISSING
+    downscale: int = MISSING
+
+
 PROTOCOL = ProprioProtocol
 METHODS = {"proprio": ProprioConfig}
-DATASETS = {"bouncing_balls": BouncingBallsConfig}
+DATASETS = {"bouncing_balls": BouncingBallsConfig, "physics_iq": PhysicsIQConfig}

@@ -9,10 +9,11 @@ for every candidate), and measure the flow residual
 (how well the model's dynamics explain the clip); R = mean over (s, k) + beta * std over k
 of the per-perturbation means (the stability term). Lower R = more plausible.
 
-Motion mask (Physics-IQ's ``binary_mask_generator`` logic on the clip itself): a running
-average of the frames (weight ``alpha``), |frame - average| > ``threshold``, morphological
-opening then closing with a ``kernel`` x ``kernel`` square, the first frame empty, then
-dilated by ``dilate`` px; an all-empty mask falls back to all ones.
+Motion mask (Physics-IQ's ``binary_mask_generator`` logic on the clip itself): optionally a
+Gaussian blur (OpenCV's sigma for the kernel size), a running average of the frames (weight
+``alpha``), |frame - average| > ``threshold``, morphological opening then closing with a
+``kernel`` x ``kernel`` square, the first frame empty, then dilated by ``dilate`` px; an
+all-empty mask falls back to all ones.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class ScoreOptions:
     mask_alpha: float = 0.3
     mask_kernel: int = 3
     mask_dilate: int = 1
+    mask_blur: int = 0  # Gaussian blur kernel before the running average (Physics-IQ: 5)
 
 
 def shared_perturbations(shape: tuple[int, ...], k: int, seed: int) -> torch.Tensor:
@@ -56,9 +58,22 @@ def _binary_open_close(mask: torch.Tensor, kernel: int) -> torch.Tensor:
     return erode(dilate(opened))
 
 
+def gaussian_blur(images: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, 1, H, W) blurred by a ``size`` x ``size`` Gaussian with OpenCV's default sigma
+    0.3 ((size - 1) / 2 - 1) + 0.8 and reflected borders."""
+    sigma = 0.3 * ((size - 1) * 0.5 - 1) + 0.8
+    x = torch.arange(size, dtype=images.dtype) - (size - 1) / 2
+    k = torch.exp(-(x**2) / (2 * sigma**2))
+    k = k / k.sum()
+    padded = F.pad(images, [size // 2] * 4, mode="reflect")
+    return F.conv2d(F.conv2d(padded, k.reshape(1, 1, 1, -1)), k.reshape(1, 1, -1, 1))
+
+
 def motion_mask(clips: torch.Tensor, opts: ScoreOptions) -> torch.Tensor:
     """(B, T, H, W) clips in [0, 1] -> (B, T, H, W) binary mask of moving pixels."""
     b, t, h, w = clips.shape
+    if opts.mask_blur > 1:
+        clips = gaussian_blur(clips.reshape(b * t, 1, h, w), opts.mask_blur).reshape(b, t, h, w)
     avg = clips[:, 0]
     masks = [torch.zeros_like(avg)]
     for i in range(1, t):
