@@ -453,9 +453,6 @@ class GlycanBuilder:
         angles = dihedral(*(coords[..., idx[:, k], :] for k in range(4)))
         return angles.reshape(coords.shape[:-2] + (len(quads), 2))
 
-    def ring_atoms(self) -> list[list[int]]:
-        return [[self.index[i, n] for n in RING] for i in range(len(self.glycan))]
-
     def build(self, rotation: torch.Tensor, translation: torch.Tensor,
               torsions: torch.Tensor) -> torch.Tensor:
         """Coordinates (B, atoms, 3): the root's template rotated by ``rotation`` (B, 3, 3)
