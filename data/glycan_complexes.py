@@ -143,7 +143,7 @@ def _unit(v):
     return v / np.linalg.norm(v)
 
 
-def _rotation(rng, degrees: float | None = None) -> np.ndarray:
+def random_rotation(rng, degrees: float | None = None) -> np.ndarray:
     """A uniform random rotation, or one by a N(0, degrees) angle about a random axis."""
     if degrees is None:
         q, r = np.linalg.qr(rng.normal(size=(3, 3)))
@@ -183,7 +183,7 @@ def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: 
     torsions = sample_torsions(glycan, kt, rng)
     # the reducing-end ring: centroid near the origin, face down (-z) on the aromatic, its
     # C5 direction toward the anchor (+x)
-    rotation = _rotation(rng, 8.0)
+    rotation = random_rotation(rng, 8.0)
     translation = rng.normal(0, 0.3, size=3)
     builder = GlycanBuilder(glycan, torch.float64)
     ligand = builder.build(torch.tensor(rotation)[None], torch.tensor(translation)[None],
@@ -211,7 +211,7 @@ def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: 
             kept.append(ca)
             aa = str(rng.choice(AMINO_ACIDS, p=family.composition))
             residues.append((aa, _residue_atoms(aa, ca, _unit(-ca), rng)))
-    motion, shift = _rotation(rng), rng.normal(0, 20.0, size=3)
+    motion, shift = random_rotation(rng), rng.normal(0, 20.0, size=3)
     protein_atoms, protein_xyz = [], []
     for r, (_, atoms) in enumerate(residues):
         for atom_name, xyz in atoms.items():

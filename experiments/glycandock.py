@@ -26,6 +26,7 @@ from common.errors import UserError
 from data.glycan_complexes import (
     ONE_LETTER,
     load_protglycandock,
+    random_rotation,
     synthetic_benchmark,
     write_structure,
 )
@@ -64,8 +65,10 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     ctx.info(f"{len(bench.train)} training complexes; held-out attachment sites "
              f"{bench.held_out_motifs}, families {bench.held_out_families}")
     automorphism_cache: dict = {}
+    topologies = {cx.name: complex_topology(cx, automorphism_cache)
+                  for complexes in bench.test.values() for cx in complexes}
     metrics = {"rmsd_oracle_max_err": rmsd_oracles(bench.test["glycan"][:25], rng,
-                                                   automorphism_cache)}
+                                                   topologies)}
     rows, predictions, nets = [], {}, {}
     for arm in ctx.progress(list(protocol.arms), "arms"):
         tech = technique(arm, cfg.method)
@@ -79,9 +82,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                             chi_minimum=arm == "chi_minimum")
             predictions[arm, split] = preds
             for cx, pred in zip(complexes, preds, strict=True):
-                scores = evaluate_pose(complex_topology(cx, automorphism_cache),
-                                       cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
-                                       pred["ligand"])
+                scores = evaluate_pose(topologies[cx.name], cx.protein_xyz, cx.ligand_xyz,
+                                       cx.protein_xyz, pred["ligand"])
                 rows.append({"arm": arm, "split": split, "case": cx.name,
                              "topology": cx.topology, "residues": len(cx.glycan),
                              "branched": any(len(cx.glycan.children(i)) > 1
@@ -95,19 +97,18 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_table("stratified", stratify(rows))
     metrics.update(headline(summary, rows, bench))
     metrics["file_rescore_max_err"] = export_cases(bench.test["glycan"][:protocol.export_protenix],
-                                                   predictions, ctx)
+                                                   predictions, rows, ctx)
     ctx.save_figure("glycandock", figure(summary, rows, predictions, bench))
     return metrics
 
 
-def rmsd_oracles(complexes, rng, cache) -> float:
+def rmsd_oracles(complexes, rng, topologies: dict) -> float:
     """Largest evaluator error on poses with a known answer: the whole complex moved rigidly
     (RMSD 0, DockQ 1), the glycan alone translated by t (RMSD |t|)."""
     worst = 0.0
     for cx in complexes:
-        topo = complex_topology(cx, cache)
-        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-        q *= np.sign(np.linalg.det(q))
+        topo = topologies[cx.name]
+        q = random_rotation(rng)
         shift = rng.normal(0, 10, size=3)
         moved = evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz @ q.T + shift,
                               cx.ligand_xyz @ q.T + shift)
@@ -166,16 +167,16 @@ def headline(summary: list[dict], rows: list[dict], bench) -> dict[str, float]:
     return out
 
 
-def export_cases(complexes, predictions: dict, ctx: RunContext) -> float:
+def export_cases(complexes, predictions: dict, rows: list[dict], ctx: RunContext) -> float:
     """Protenix JSON inputs, reference and predicted mmCIF files of a few test complexes under
-    ``protenix/``; returns the largest difference between the in-memory and the from-file
-    ligand RMSD (files keep three decimals, so an atom at the 10 A pocket cut-off can flip
-    and move the superposition by a few thousandths of an angstrom)."""
+    ``protenix/``; returns the largest difference between the from-file ligand RMSD and the
+    one already scored in ``rows`` (files keep three decimals, so an atom at the 10 A pocket
+    cut-off can flip and move the superposition by a few thousandths of an angstrom)."""
     folder = ctx.output_dir / "protenix"
     jobs, worst = [], 0.0
     glycan_preds = {arm: preds for (arm, split), preds in predictions.items()
                     if split == "glycan"}
-    cache: dict = {}
+    scored = {(r["arm"], r["case"]): r["lrmsd"] for r in rows if r["split"] == "glycan"}
     for k, cx in enumerate(complexes):
         sequence = "".join(ONE_LETTER[a] for a in cx.residue_names)
         jobs.append(to_protenix(cx.name, [sequence], cx.glycan))
@@ -184,9 +185,8 @@ def export_cases(complexes, predictions: dict, ctx: RunContext) -> float:
         reference = write_structure(folder / cx.name / "reference.cif", cx)
         for arm, preds in glycan_preds.items():
             path = write_structure(folder / cx.name / f"{arm}.cif", cx, preds[k]["ligand"])
-            direct = evaluate_pose(complex_topology(cx, cache), cx.protein_xyz, cx.ligand_xyz,
-                                   cx.protein_xyz, preds[k]["ligand"])["lrmsd"]
-            worst = max(worst, abs(evaluate_files(reference, path)["lrmsd"] - direct))
+            worst = max(worst, abs(evaluate_files(reference, path)["lrmsd"]
+                                   - scored[arm, cx.name]))
     if ctx.writes:
         (folder / "inputs.json").write_text(json.dumps(jobs, indent=1))
     return float(worst)

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from data.glycan_complexes import (
     motifs,
     random_glycan,
+    random_rotation,
     synthetic_benchmark,
     write_structure,
 )
@@ -171,8 +172,7 @@ def test_rmsd_oracles():
     rng = np.random.default_rng(0)
     for cx in _complexes(4).train:
         topo = complex_topology(cx)
-        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-        q *= np.sign(np.linalg.det(q))
+        q = random_rotation(rng)
         moved = evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz @ q.T + 5,
                               cx.ligand_xyz @ q.T + 5)
         assert moved["lrmsd"] < 1e-9 and moved["dockq"] == pytest.approx(1.0)
