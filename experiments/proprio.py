@@ -45,7 +45,6 @@ from methods.proprio.score import (
     physics_iq_score,
     proprio_score,
     refine,
-    refine_noise,
     shared_perturbations,
     train_discriminator,
 )
@@ -164,13 +163,18 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if r.space not in ("noise", "clip"):
         raise UserError(f"unknown protocol.refine.space '{r.space}'; known: noise, clip")
     if r.space == "noise":
-        refined = refine_noise(net, lambda z: sample(net, cond, z, int(p.sampler_steps),
-                                                     float(p.shift)),
-                               torch.stack([q["noise"][0] for q in pools]), cond, eps, opts,
-                               int(r.steps), float(r.lr), float(r.proximity))
+        start = torch.stack([q["noise"][0] for q in pools])
+
+        def to_clip(z):
+            return sample(net, cond, z, int(p.sampler_steps), float(p.shift))
     else:
-        refined = refine(net, first, cond, eps, opts, int(r.steps), float(r.lr),
-                         float(r.proximity))
+        kept = first[:, :cond.shape[1]]
+        start = first[:, cond.shape[1]:]
+
+        def to_clip(free):
+            return torch.cat([kept, free], 1)
+    refined = refine(net, to_clip, start, cond, eps, opts, int(r.steps), float(r.lr),
+                     float(r.proximity))
     before, after = physics_error(world, first.numpy()), physics_error(world, refined.numpy())
     metrics["refine_physics_err_ratio"] = float(after.mean() / before.mean())
     metrics["refine_score_ratio"] = float(score(refined.numpy()).mean()

@@ -115,38 +115,23 @@ def proprio_score(net: nn.Module, x0: torch.Tensor, condition: torch.Tensor,
     return per_k.mean(1) + opts.beta * spread
 
 
-def refine_noise(net: nn.Module, sampler, noise: torch.Tensor, condition: torch.Tensor,
-                 eps: torch.Tensor, opts: ScoreOptions, steps: int, lr: float,
-                 proximity: float) -> torch.Tensor:
-    """Gradient self-refinement through the sampler: minimise R(sampler(z)) + proximity *
-    ||z - z0||^2 / n over the initial noise z with Adam; returns the refined clip."""
-    z = noise.detach().clone().requires_grad_(True)
-    opt = torch.optim.Adam([z], lr=lr)
+def refine(net: nn.Module, to_clip, start: torch.Tensor, condition: torch.Tensor,
+           eps: torch.Tensor, opts: ScoreOptions, steps: int, lr: float,
+           proximity: float) -> torch.Tensor:
+    """Gradient self-refinement: minimise R(to_clip(p)) + proximity * ||p - start||^2 / n
+    over the parameters p (from ``start``) with Adam for ``steps`` steps; returns the
+    refined clip. p is the sampler's initial noise (``to_clip`` = the sampler) or the clip's
+    free frames (``to_clip`` prepends the condition frames)."""
+    param = start.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([param], lr=lr)
     for _ in range(steps):
-        loss = proprio_score(net, sampler(z), condition, eps, opts).sum()
-        loss = loss + proximity * ((z - noise) ** 2).mean((1, 2, 3)).sum()
+        loss = proprio_score(net, to_clip(param), condition, eps, opts).sum()
+        loss = loss + proximity * ((param - start) ** 2).mean((1, 2, 3)).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
     with torch.no_grad():
-        return sampler(z)
-
-
-def refine(net: nn.Module, x0: torch.Tensor, condition: torch.Tensor, eps: torch.Tensor,
-           opts: ScoreOptions, steps: int, lr: float, proximity: float) -> torch.Tensor:
-    """Gradient self-refinement of the clip itself: minimise R + proximity * ||x - x0||^2 / n
-    with Adam for ``steps`` steps; the condition frames stay fixed."""
-    c = condition.shape[1]
-    free = x0[:, c:].detach().clone().requires_grad_(True)
-    opt = torch.optim.Adam([free], lr=lr)
-    for _ in range(steps):
-        x = torch.cat([x0[:, :c], free], 1)
-        loss = proprio_score(net, x, condition, eps, opts).sum()
-        loss = loss + proximity * ((free - x0[:, c:]) ** 2).mean((1, 2, 3)).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return torch.cat([x0[:, :c], free.detach()], 1)
+        return to_clip(param)
 
 
 class Discriminator(nn.Module):
