@@ -178,7 +178,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     before, after = physics_error(world, first.numpy()), physics_error(world, refined.numpy())
     metrics["refine_physics_err_ratio"] = float(after.mean() / before.mean())
     metrics["refine_score_ratio"] = float(score(refined.numpy()).mean()
-                                          / score(first.numpy()).mean())
+                                          / np.mean([q["R"][0] for q in pools]))
 
     # Physics-IQ-style score against two physical takes of each condition's trajectory
     metrics.update(physics_iq(world, conditions, pools, opts))
