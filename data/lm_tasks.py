@@ -135,23 +135,25 @@ def _decoded(tokenizer, extract: Callable[[str], str | None]):
     return answer
 
 
-def text_prompts(dataset_cfg, tokenizer, chat_template: bool, rng: np.random.Generator
-                 ) -> list[LMPrompt]:
-    """Prompts for a real model: ``addition_text`` generated here, else by hub id."""
-    from models.lm.prompting import encode_prompt
+@dataclass
+class TextQuestion:
+    """A real model's question: ``reference`` and the ``extract``-or of answers from text."""
 
-    def make(question: str, reference: str, extract, horizon: int = 1) -> LMPrompt:
-        return LMPrompt(encode_prompt(tokenizer, question, chat_template), reference,
-                        _decoded(tokenizer, extract), tokenizer.eos_token_id,
-                        int(dataset_cfg.max_new_tokens), horizon)
+    question: str
+    reference: str
+    extract: Callable[[str], str | None]
+    horizon: int = 1
 
+
+def text_questions(dataset_cfg, rng: np.random.Generator) -> list[TextQuestion]:
+    """``addition_text`` questions generated here, else GSM8K / MATH-500 by hub id."""
     if dataset_cfg.name == "addition_text":
         out = []
         for horizon in dataset_cfg.horizons:
             for a, b in arithmetic.addition_problems(int(dataset_cfg.prompts_per_horizon),
                                                      int(horizon), rng):
-                out.append(make(f"What is {a}+{b}? Answer with the number.", str(a + b),
-                                last_number, int(horizon)))
+                out.append(TextQuestion(f"What is {a}+{b}? Answer with the number.",
+                                        str(a + b), last_number, int(horizon)))
         return out
     from datasets import load_dataset
 
@@ -162,10 +164,22 @@ def text_prompts(dataset_cfg, tokenizer, chat_template: bool, rng: np.random.Gen
                         "it needs network access or a local Hugging Face cache") from None
     rows = rows.select(range(min(int(dataset_cfg.limit), len(rows))))
     if dataset_cfg.name == "math500":
-        return [make(r["problem"] + "\nPut the final answer in \\boxed{}.",
-                     str(r["answer"]).replace(" ", ""), last_boxed) for r in rows]
-    return [make(r["question"], str(r["answer"]).split("####")[-1].strip().replace(",", ""),
-                 last_number) for r in rows]
+        return [TextQuestion(r["problem"] + "\nPut the final answer in \\boxed{}.",
+                             str(r["answer"]).replace(" ", ""), last_boxed) for r in rows]
+    return [TextQuestion(r["question"],
+                         str(r["answer"]).split("####")[-1].strip().replace(",", ""),
+                         last_number) for r in rows]
+
+
+def text_prompts(dataset_cfg, tokenizer, chat_template: bool, rng: np.random.Generator
+                 ) -> list[LMPrompt]:
+    """Prompts for a real model (``text_questions`` encoded, with the chat template)."""
+    from models.lm.prompting import encode_prompt
+
+    return [LMPrompt(encode_prompt(tokenizer, q.question, chat_template), q.reference,
+                     _decoded(tokenizer, q.extract), tokenizer.eos_token_id,
+                     int(dataset_cfg.max_new_tokens), q.horizon)
+            for q in text_questions(dataset_cfg, rng)]
 
 
 def lm_prompts(dataset_cfg, model_cfg, tokenizer, rng: np.random.Generator) -> list[LMPrompt]:

@@ -9,6 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from data.confidence_tasks import (
+    CALL,
     CONF0,
     EOS,
     VOCAB_SIZE,
@@ -16,19 +17,31 @@ from data.confidence_tasks import (
     ConfidencePrompt,
     attempts,
     graded_prompts,
+    make_prompt,
 )
+from data.lm_tasks import last_number
 from methods.prohind import (
     brier,
     episode_confidence,
     expected_calibration_error,
+    expected_confidence,
     miscalibration_modes,
     ph_advantages,
-    prospective_confidence,
+    probe_confidence,
     run_episodes,
+    stated_confidence,
     surprise,
+    text_format,
+    tiny_format,
     zero_variance_group_fraction,
 )
-from models.lm.objectives import group_advantages, grpo_loss
+from models.lm.objectives import (
+    group_advantages,
+    grpo_loss,
+    opd_token_advantages,
+    sampled_token_opd_loss,
+)
+from models.lm.rollout import given_completions
 
 from .conftest import run_failing, run_paper
 
@@ -84,12 +97,14 @@ def test_surprise_forms_and_the_confidence_token():
     torch.testing.assert_close(surprise(e, p), torch.tensor([0.75, 0.25]))
     torch.testing.assert_close(surprise(e, p, "squared"), torch.tensor([0.5625, 0.0625]))
     torch.testing.assert_close(surprise(e, p, "log"), -torch.log(torch.tensor([0.25, 0.75])))
-    tokens = torch.tensor([CONF0, CONF0 + 9, CONF0 + 3, 5])
-    torch.testing.assert_close(prospective_confidence(tokens),
+    tasks = [ConfidencePrompt([10, 3, 4, 22], 7, 1)] * 4
+    episodes = given_completions([t.prompt_ids for t in tasks],
+                                 [[CONF0, 7], [CONF0 + 9], [CONF0 + 3, 7, 0], [5, 0]], 24)
+    torch.testing.assert_close(stated_confidence(tasks, episodes),
                                torch.tensor([0.0, 1.0, 1 / 3, 0.5]))
     logits = torch.full((1, VOCAB_SIZE), -1e9)
     logits[0, CONF0 + 9] = 0.0  # all mass on <conf_9>
-    assert prospective_confidence(tokens[:1], logits, "expected").item() == pytest.approx(1.0)
+    assert expected_confidence(logits).item() == pytest.approx(1.0)
 
 
 def test_ece_of_a_calibrated_predictor_is_near_zero_and_of_a_constant_one_is_the_gap():
@@ -127,14 +142,14 @@ def test_multi_turn_episodes_mask_the_environment_tokens():
     torch.manual_seed(0)
     model = _tiny_policy()
     tasks = [ConfidencePrompt([10, 3, 4, 22], 7, 1)] * 6  # a random model: mostly wrong
-    episodes = run_episodes(model, tasks, 3, 1, torch.Generator().manual_seed(0))
+    episodes = run_episodes(model, tasks, 3, tiny_format(1), torch.Generator().manual_seed(0))
     for completion, mask in zip(episodes.completions(), episodes.completion_mask,
                                 strict=True):
         assert len(attempts(completion)) <= 3
         wrong_positions = [i for i, t in enumerate(completion) if t == WRONG]
         assert all(mask[i] == 0 for i in wrong_positions)
         assert int(mask.sum()) == len(completion) - len(wrong_positions)
-    single = run_episodes(model, tasks, 1, 1, torch.Generator().manual_seed(0))
+    single = run_episodes(model, tasks, 1, tiny_format(1), torch.Generator().manual_seed(0))
     assert all(WRONG not in c for c in single.completions())
 
 
@@ -142,20 +157,114 @@ def test_episode_confidence_reads_the_token_or_the_policy_expectation():
     torch.manual_seed(1)
     model = _tiny_policy()
     prompt = [10, 3, 4, 22]
-    episodes = run_episodes(model, [ConfidencePrompt(prompt, 7, 1)] * 4, 1, 1,
+    episodes = run_episodes(model, [ConfidencePrompt(prompt, 7, 1)] * 4, 1, tiny_format(1),
                             torch.Generator().manual_seed(0))
     first = episodes.completion_ids[:, 0]
     expected_token = torch.where((first >= CONF0) & (first < CONF0 + 10),
                                  (first - CONF0).float() / 9, torch.tensor(0.5))
-    torch.testing.assert_close(episode_confidence(model, episodes, "token"), expected_token)
+    tasks, fmt = [ConfidencePrompt(prompt, 7, 1)] * 4, tiny_format(1)
+    torch.testing.assert_close(episode_confidence(model, tasks, episodes, fmt, "token"),
+                               expected_token)
     with torch.no_grad():
         logits = model(torch.tensor([prompt])).logits[0, -1, CONF0:CONF0 + 10]
     direct = float(torch.softmax(logits, -1) @ (torch.arange(10) / 9))
-    torch.testing.assert_close(episode_confidence(model, episodes, "expected"),
+    torch.testing.assert_close(episode_confidence(model, tasks, episodes, fmt, "expected"),
                                torch.full((4,), direct), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("predictor", ["token", "expected", "head"])
+def test_tool_episode_format_and_success():
+    task = make_prompt(37, 45, 2, 2, tool=True)
+    assert task.prompt_ids[2] != 5 and task.tool_result == [11, 7, 5, 3, 4, 22]
+    right, wrong = [2, 1, 8, 0, EOS], [3, 1, 8, 0, EOS]
+    call = [CALL, *task.tool_result, CONF0 + 5]  # the environment repeats the stated k
+    assert task.correct([CONF0 + 5, *call, *right])
+    assert task.correct([CONF0 + 5, *call, *wrong, WRONG, *right])
+    assert attempts([CONF0 + 5, *call, *wrong], task.tool_result) == [wrong]
+    assert not task.correct([CONF0 + 5, *right])  # no tool call: a malformed episode
+    assert attempts([CONF0 + 5, *right], task.tool_result) == []
+
+
+def test_tool_episodes_mask_the_tool_result_and_end_without_a_call():
+    torch.manual_seed(3)
+    model = _tiny_policy()
+    head = torch.nn.Linear(32, VOCAB_SIZE)  # a bias makes the call likely, not certain
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight)
+        head.bias.zero_()
+        head.bias[CALL] = 3.5
+    model.lm_head = head
+    tasks = [make_prompt(3, 4, 1, 1, tool=True)] * 16
+    episodes = run_episodes(model, tasks, 2, tiny_format(1, tool=True),
+                            torch.Generator().manual_seed(0))
+    called = 0
+    for task, completion, mask in zip(tasks, episodes.completions(),
+                                      episodes.completion_mask, strict=True):
+        flags = mask[:len(completion)].tolist()
+        if completion[1:2] == [CALL]:
+            called += 1
+            response = [*task.tool_result, completion[0]]
+            assert completion[2:2 + len(response)] == response
+            assert not any(flags[2:2 + len(response)]) and flags[:2] == [1, 1]
+            env = [i for i, t in enumerate(completion) if t == WRONG]
+            assert all(flags[i] == 0 for i in env)
+            assert sum(flags) == len(completion) - len(response) - len(env)
+        else:  # a malformed action ends the episode after two tokens
+            assert len(completion) <= 2 and not task.correct(completion)
+    assert 0 < called < len(tasks)
+
+
+def test_yes_probability_is_the_probe_answer_of_each_unpadded_prompt():
+    from data.confidence_tasks import NO, PROBE, YES
+
+    torch.manual_seed(4)
+    model = _tiny_policy()
+    tasks = graded_prompts([1, 2], 3, 2, np.random.default_rng(1))
+    tasks[1] = ConfidencePrompt(tasks[1].prompt_ids[:4], 0, 1)  # a shorter prompt: padded
+    episodes = run_episodes(model, tasks, 1, tiny_format(2), torch.Generator().manual_seed(0))
+    got = probe_confidence(model, tasks, YES, NO, 24)
+    for i, task in enumerate(tasks):
+        with torch.no_grad():
+            logits = model(torch.tensor([[*task.prompt_ids, PROBE]])).logits[0, -1]
+        direct = torch.softmax(logits[[YES, NO]], -1)[0]
+        assert float(got[i]) == pytest.approx(float(direct), abs=1e-5)
+    assert torch.equal(episode_confidence(model, tasks, episodes, tiny_format(2),
+                                          "yes_probability"), got)
+
+
+def test_opd_advantage_in_the_surrogate_has_the_sampled_opd_gradient():
+    gen = torch.Generator().manual_seed(5)
+    student = torch.randn(6, 5, generator=gen).log_softmax(-1).requires_grad_()
+    teacher = torch.randn(6, 5, generator=gen).log_softmax(-1)
+    mask = (torch.rand(6, 5, generator=gen) > 0.2).float()
+    advantages = opd_token_advantages(student, teacher)
+    surrogate = grpo_loss(student, student.detach(), advantages, mask, loss_type="bnpo")
+    (g1,) = torch.autograd.grad(surrogate, student)
+    (g2,) = torch.autograd.grad(sampled_token_opd_loss(student, teacher, mask), student)
+    torch.testing.assert_close(g1, g2)
+    s = torch.rand(6, generator=gen)
+    assert torch.equal(ph_advantages(advantages, s[:, None], 0.0), advantages)
+    torch.testing.assert_close(ph_advantages(advantages, s[:, None], 2.0),
+                               advantages * (1 + 2 * s)[:, None])
+
+
+def test_multiplicative_ph_pushes_an_uninformative_confidence_token_down():
+    """With outcomes independent of the stated k (success probability q), the expected
+    multiplicative PH advantage of <conf_k> is lambda q (1 - q) (1 - 2 p_k) / sigma in
+    the large-group limit: it favours low confidence whatever q is (the mechanism behind
+    the README's 'not reproduced')."""
+    rng = np.random.default_rng(6)
+    q, lam, groups, size = 0.7, 1.0, 20000, 64
+    rewards = torch.tensor((rng.random(groups * size) < q).astype(np.float32))
+    k = torch.tensor(rng.integers(0, 10, groups * size))
+    p = k.float() / 9
+    shaped = ph_advantages(group_advantages(rewards, size), surprise(rewards, p), lam)
+    sigma = np.sqrt(q * (1 - q))
+    for value in range(10):
+        closed = lam * q * (1 - q) * (1 - 2 * value / 9) / sigma
+        assert float(shaped[k == value].mean()) == pytest.approx(closed, abs=0.02)
+
+
+@pytest.mark.parametrize("predictor", ["token", "expected", "yes_probability", "head"])
 def test_prohind_smoke_run(run_dir, tmp_path, predictor):
     metrics = run_paper(["+paper=prohind", f"method.predictor={predictor}",
                          "dataset.train_examples=2000",
@@ -170,9 +279,64 @@ def test_prohind_smoke_run(run_dir, tmp_path, predictor):
     assert (run_dir / "figures" / "calibration_vs_lambda.png").is_file()
 
 
-def test_real_models_are_refused_with_one_line(tmp_path):
-    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run")
-    assert "tiny-lm's token format" in failed["error"]
+@pytest.mark.parametrize("method", ["ph_opd", "ph_grpo_opd"])
+def test_prohind_on_distillation_smoke_run(run_dir, tmp_path, method):
+    metrics = run_paper(["+paper=prohind", f"method={method}", "dataset.train_examples=1000",
+                         "dataset.digits=[1,2]", "model.steps=40",
+                         "model.min_held_out_accuracy=null", "protocol.steps=2",
+                         "protocol.lambdas=[1.0]", "protocol.eval_prompts=8",
+                         "method.prompts_per_step=2", "method.group_size=2",
+                         f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+    assert {"ece_grpo", "ece_ph", "acc_grpo", "acc_ph"} <= set(metrics)
+    import csv
+
+    with open(run_dir / "tables" / "calibration.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["variant"] for r in rows} >= {"sft", "teacher", "lambda=0", "lambda=1"}
+    assert {r["base"] for r in rows} == {method.removeprefix("ph_")}
+
+
+def test_real_model_path_composes_and_fails_offline_with_one_line(tmp_path):
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", "dataset=gsm8k"],
+                            tmp_path / "run")
+    assert "Qwen/Qwen3-4B" in failed["error"] and "\n" not in failed["error"]
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run2")
+    assert "needs a text dataset" in failed["error"]
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", "dataset=gsm8k",
+                             "method=ph_opd"], tmp_path / "run3")
+    assert "+model@teacher=" in failed["error"]
+
+
+def test_text_episodes_feedback_confidence_and_success():
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from methods.prohind.episodes import FEEDBACK_TEXT, TextConfidencePrompt
+
+    bpe = ByteLevelBPETokenizer()  # a byte-level tokenizer trained here (offline)
+    bpe.train_from_iterator([f"Confidence: 7 so 13 then 12 {FEEDBACK_TEXT} Yes No"],
+                            vocab_size=300, special_tokens=["<eos>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<eos>")
+    fmt = text_format(tokenizer, chat_template=False, max_new_tokens=8)
+    assert tokenizer.decode(list(fmt.feedback)).strip() == FEEDBACK_TEXT
+    task = TextConfidencePrompt([1, 2], [1, 3], "12", last_number,
+                                lambda ids: tokenizer.decode(list(ids)))
+    first, second = tokenizer.encode("Confidence: 7 so 13"), tokenizer.encode(" then 12")
+    assert task.stated_confidence(first) == pytest.approx(7 / 9)
+    assert not task.correct(first)
+    assert task.correct([*first, *fmt.feedback, *second])
+    assert task.stated_confidence(tokenizer.encode("13")) is None
+
+
+@pytest.mark.slow
+def test_smollm2_runs_the_text_episodes_offline(run_dir):
+    metrics = run_paper(["+paper=prohind", "model=smollm2-135m", "dataset=addition_text",
+                         "dataset.horizons=[1]", "dataset.prompts_per_horizon=6",
+                         "dataset.max_new_tokens=12", "protocol.steps=1",
+                         "protocol.lambdas=[1.0]", "protocol.eval_prompts=2",
+                         "method.prompts_per_step=1", "method.group_size=2",
+                         "method.predictor=yes_probability"], run_dir)
+    assert 0 <= metrics["ece_ph"] <= 1 and 0 <= metrics["acc_ph_multi"] <= 1
 
 
 def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
@@ -181,9 +345,9 @@ def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
     torch.manual_seed(2)
     model = _tiny_policy(hidden=16)
     tasks = graded_prompts([1, 2], 3, 2, np.random.default_rng(0))
-    episodes = run_episodes(model, tasks, 1, 2, torch.Generator().manual_seed(0))
+    episodes = run_episodes(model, tasks, 1, tiny_format(2), torch.Generator().manual_seed(0))
     head = torch.nn.Linear(16, 1)
-    got = episode_confidence(model, episodes, "head", head)
+    got = episode_confidence(model, tasks, episodes, tiny_format(2), "head", head)
     for i, task in enumerate(tasks):  # unpadded, one prompt at a time
         with torch.no_grad():
             h = model(torch.tensor([task.prompt_ids]), output_hidden_states=True
@@ -191,4 +355,4 @@ def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
             assert float(got[i]) == pytest.approx(float(torch.sigmoid(head(h))), abs=1e-5)
     assert prediction_features(model, episodes).shape == (len(tasks), 16)
     with pytest.raises(ValueError, match="trained success head"):
-        episode_confidence(model, episodes, "head")
+        episode_confidence(model, tasks, episodes, tiny_format(2), "head")

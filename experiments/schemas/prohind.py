@@ -25,11 +25,26 @@ class SurpriseKind(Enum):
 class Predictor(Enum):
     token = "token"  # p = k / 9 of the sampled <conf_k>
     expected = "expected"  # its expectation under the policy
+    yes_probability = "yes_probability"  # P(YES) after the probing question
     head = "head"  # a scalar head on the hidden state, trained on the outcomes
 
 
+class Base(Enum):
+    grpo = "grpo"
+    opd = "opd"  # on-policy distillation from a teacher (sampled-token advantage)
+    grpo_opd = "grpo_opd"  # their sum
+
+
+class Episode(Enum):
+    tool = "tool"  # call the lookup tool, answer, retry after WRONG
+    retry = "retry"  # answer, retry after WRONG
+
+
 @dataclass
-class PHGRPOConfig(MethodConfig):
+class PHMethodConfig(MethodConfig):
+    base: Base = MISSING  # the retrospective base method PH weights
+    distill_weight: float = MISSING  # grpo_opd: weight of the distillation advantage
+    teacher_noise: float = MISSING  # opd bases: the teacher's SFT noise (lower: better)
     lam: float = MISSING  # the headline lambda (ece_ph, acc_ph)
     weighting: Weighting = MISSING
     surprise: SurpriseKind = MISSING
@@ -46,7 +61,8 @@ class PHGRPOConfig(MethodConfig):
 class ProhindProtocol:
     steps: int = MISSING  # GRPO steps per variant
     lambdas: list[float] = MISSING  # PH strengths compared with GRPO (lambda = 0)
-    turns_multi: int = MISSING  # attempts of a multi-turn episode
+    turns_multi: int = MISSING  # answer attempts of a multi-turn episode
+    episode_multi: Episode = MISSING  # the multi-turn environment
     eval_prompts: int = MISSING  # held-out problems (one episode each)
 
 
@@ -58,8 +74,11 @@ class ConfidenceAdditionConfig(DatasetConfig):
     confidence_low: int = MISSING  # SFT: <conf_k> uniform in [low, high], unrelated to
     confidence_high: int = MISSING  # the problem (an uncalibrated start)
     retry_fraction: float = MISSING  # SFT: share of two-attempt traces
+    tool_fraction: float = MISSING  # SFT: share of tool-episode traces
+    probe_fraction: float = MISSING  # SFT: share of probing-question answers (P(YES) =
+    # the stated confidence, as uncalibrated as the token)
 
 
 PROTOCOL = ProhindProtocol
-METHODS = {"ph_grpo": PHGRPOConfig}
+METHODS = {"ph_grpo": PHMethodConfig}  # ph_opd, ph_grpo_opd: the same schema, another base
 DATASETS = {"confidence_addition": ConfidenceAdditionConfig}

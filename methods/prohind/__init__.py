@@ -9,18 +9,28 @@ from methods.prohind.calibration import (
     success_auroc,
     zero_variance_group_fraction,
 )
-from methods.prohind.episodes import run_episodes
+from methods.prohind.episodes import (
+    EpisodeFormat,
+    TextConfidencePrompt,
+    run_episodes,
+    text_format,
+    tiny_format,
+)
 from methods.prohind.surprise import (
+    PREDICTORS,
     WEIGHTINGS,
     episode_confidence,
+    expected_confidence,
     ph_advantages,
-    prospective_confidence,
+    probe_confidence,
+    stated_confidence,
     surprise,
 )
 
 __all__ = [
-    "WEIGHTINGS", "brier", "episode_confidence", "expected_calibration_error",
-    "miscalibration_modes", "ph_advantages", "prospective_confidence", "run_episodes",
-    "success_auroc", "surprise",
+    "PREDICTORS", "WEIGHTINGS", "EpisodeFormat", "TextConfidencePrompt", "brier",
+    "episode_confidence", "expected_calibration_error", "expected_confidence",
+    "miscalibration_modes", "ph_advantages", "probe_confidence", "run_episodes",
+    "stated_confidence", "success_auroc", "surprise", "text_format", "tiny_format",
     "zero_variance_group_fraction",
 ]

@@ -3,11 +3,14 @@
 Predictor (RECON options; the paper's exact form is not public): P1, a verbalised
 confidence token ``<conf_k>`` emitted first, p = k / 9 of the sampled token (``token``) or
 its expectation under the policy's distribution over the ten confidence tokens
-(``expected``); or a scalar head (``head``): p = sigmoid(w . h + b) on the policy's last
-hidden state before the answer, trained online with the logistic loss on the outcomes
-(the policy's features are not moved by it). Retrospective evaluation e = the verified
-outcome. Surprise s = |e - p| (``abs``, the paper's), (e - p)^2 (``squared``) or -log p(e)
-(``log``). Weighting of the base advantage A with the stop-gradient surprise:
+(``expected``); P2, the policy's yes-probability P(YES) / (P(YES) + P(NO)) after a probing
+question appended to the prompt (``yes_probability``; no loss term reaches it, it moves
+only through the parameters it shares with the policy); P3, a scalar head (``head``):
+p = sigmoid(w . h + b) on the policy's last hidden state before the answer, trained online
+with the logistic loss on the outcomes (the policy's features are not moved by it).
+Retrospective evaluation e = the verified outcome. Surprise s = |e - p| (``abs``, the
+paper's), (e - p)^2 (``squared``) or -log p(e) (``log``). Weighting of the base advantage
+A with the stop-gradient surprise:
 
 - ``multiplicative`` (the paper's): A (1 + lambda sg(s)); zero-variance groups (A = 0) are
   unaffected;
@@ -22,23 +25,21 @@ import torch
 from data.confidence_tasks import CONF0
 
 WEIGHTINGS = ("multiplicative", "additive", "normalized")
+PREDICTORS = ("token", "expected", "yes_probability", "head")
 
 
-def prospective_confidence(first_token: torch.Tensor, first_logits: torch.Tensor | None = None,
-                           mode: str = "token") -> torch.Tensor:
-    """p in [0, 1] per rollout from its first completion token (a confidence token) or,
-    with ``mode="expected"``, from the policy's logits at that position. A first token that
-    is no confidence token counts as p = 0.5."""
-    if mode == "expected":
-        if first_logits is None:
-            raise ValueError("mode='expected' needs the logits at the confidence position")
-        probs = torch.softmax(first_logits[:, CONF0:CONF0 + 10].float(), dim=-1)
-        return probs @ (torch.arange(10, dtype=probs.dtype) / 9)
-    if mode != "token":
-        raise ValueError(f"unknown predictor mode '{mode}'; known: token, expected, head")
-    k = first_token - CONF0
-    valid = (k >= 0) & (k < 10)
-    return torch.where(valid, k.float() / 9, torch.full_like(k, 0.5, dtype=torch.float))
+def stated_confidence(tasks, rollouts) -> torch.Tensor:
+    """p of the confidence each episode states (``<conf_k>``: k / 9; a real model's
+    "Confidence: k"); an episode that states none counts as p = 0.5."""
+    stated = [t.stated_confidence(c) for t, c in
+              zip(tasks, rollouts.completions(), strict=True)]
+    return torch.tensor([0.5 if p is None else p for p in stated], dtype=torch.float)
+
+
+def expected_confidence(first_logits: torch.Tensor) -> torch.Tensor:
+    """E[k / 9] under the policy's distribution over the ten confidence tokens."""
+    probs = torch.softmax(first_logits[:, CONF0:CONF0 + 10].float(), dim=-1)
+    return probs @ (torch.arange(10, dtype=probs.dtype) / 9)
 
 
 def prediction_features(policy, rollouts) -> torch.Tensor:
@@ -55,22 +56,42 @@ def prediction_features(policy, rollouts) -> torch.Tensor:
     return out.hidden_states[-1][:, -1].float()
 
 
-def episode_confidence(policy, rollouts, mode: str = "token", head=None) -> torch.Tensor:
-    """The prospective p of each episode: from its first completion token, or (``expected``)
-    from the policy's distribution at that position (one no-grad forward pass), or
-    (``head``) from the scalar ``head`` on the policy's hidden state there."""
+def probe_confidence(policy, tasks, yes_id: int, no_id: int, pad_id: int) -> torch.Tensor:
+    """P(yes) / (P(yes) + P(no)) as the next token after each task's probing question
+    (one no-grad forward pass over the left-padded probes)."""
+    from models.lm.rollout import left_pad, position_ids
+
+    device = next(policy.parameters()).device
+    ids, mask = (t.to(device) for t in left_pad([t.probe_ids for t in tasks], pad_id))
+    with torch.no_grad():
+        logits = policy(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
+                        logits_to_keep=1).logits[:, -1, [yes_id, no_id]].float()
+    return torch.softmax(logits, dim=-1)[:, 0].cpu()
+
+
+def episode_confidence(policy, tasks, rollouts, fmt, mode: str = "token", head=None
+                       ) -> torch.Tensor:
+    """The prospective p of each episode (``fmt``: its ``EpisodeFormat``): the confidence
+    it states (``token``), or (``expected``, tiny-lm) the expectation of the first token's
+    distribution, or (``yes_probability``) the policy's answer to the probing question, or
+    (``head``) the scalar ``head`` on the policy's hidden state at the last prompt token."""
+    if mode == "token":
+        return stated_confidence(tasks, rollouts)
+    if mode == "yes_probability":
+        return probe_confidence(policy, tasks, fmt.yes_id, fmt.no_id, fmt.pad_id)
     if mode == "head":
         if head is None:
             raise ValueError("mode='head' needs the trained success head")
         with torch.no_grad():
             return torch.sigmoid(head(prediction_features(policy, rollouts)))[:, 0].cpu()
-    first_logits = None
     if mode == "expected":
+        if not fmt.confidence_first:
+            raise ValueError("predictor 'expected' reads tiny-lm's confidence token")
         from models.lm.rollout import completion_logits
 
         with torch.no_grad():
-            first_logits = completion_logits(policy, rollouts)[:, 0].cpu()
-    return prospective_confidence(rollouts.completion_ids[:, 0].cpu(), first_logits, mode)
+            return expected_confidence(completion_logits(policy, rollouts)[:, 0].cpu())
+    raise ValueError(f"unknown predictor '{mode}'; known: {', '.join(PREDICTORS)}")
 
 
 def surprise(evaluation: torch.Tensor, prediction: torch.Tensor, kind: str = "abs"

@@ -1,5 +1,16 @@
-"""GRPO with Prospective Hindsight on single- or multi-turn episodes (a GRPOModule whose
-samples are episodes and whose advantages are surprise-weighted)."""
+"""Prospective Hindsight on GRPO, on on-policy distillation (OPD) or on their combination,
+over single- or multi-turn episodes: a GRPOModule whose samples are episodes and whose
+advantages are the base method's, surprise-weighted.
+
+Bases (the advantage enters GRPO's clipped surrogate, one gradient step per generation):
+- ``grpo``: A_i, the group advantage of the episode's outcome;
+- ``opd``: A_t = -(log pi_s - log pi_T) per generated token (the sampled-token reverse-KL
+  advantage of on-policy distillation towards the frozen ``teacher``; its gradient equals
+  ``sampled_token_opd_loss``'s);
+- ``grpo_opd``: A_i + ``distill_weight`` A_t.
+PH multiplies the base advantage by (1 + lambda sg(s_i)) (or the configured weighting),
+s_i = |e_i - p_i| broadcast over the episode's tokens; lambda = 0 is the base exactly.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +19,18 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from methods.prohind.episodes import EPISODE_SAMPLING, run_episodes
+from methods.prohind.episodes import EpisodeFormat, run_episodes
 from methods.prohind.surprise import (
     episode_confidence,
     ph_advantages,
     prediction_features,
     surprise,
 )
+from models.lm.objectives import group_advantages, opd_token_advantages
 from models.lm.post_training import GRPOConfig, GRPOModule, RolloutConfig
+from models.lm.rollout import teacher_forced_logprobs
+
+BASES = ("grpo", "opd", "grpo_opd")
 
 
 @dataclass(frozen=True)
@@ -25,19 +40,27 @@ class PHConfig:
     surprise: str = "abs"
     predictor: str = "token"
     head_lr: float = 0.01  # predictor="head": the success head's learning rate
+    base: str = "grpo"  # grpo | opd | grpo_opd
+    distill_weight: float = 1.0  # grpo_opd: weight of the distillation advantage
 
 
-class PHGRPOModule(GRPOModule):
-    """GRPO on ``turns``-attempt episodes; advantages A (1 + lambda sg(|e - p|)) (or the
-    configured weighting), p from the episode's first token (or the scalar ``head``, trained
+class PHModule(GRPOModule):
+    """The base method on ``turns``-attempt episodes with surprise-weighted advantages;
+    p from the episode's first token, the probing question or the scalar ``head`` (trained
     beside the policy with the logistic loss on the outcomes), e the verified outcome."""
 
     def __init__(self, policy, prompts, rollout: RolloutConfig, grpo: GRPOConfig,
-                 ph: PHConfig, turns: int, max_digits: int, seed: int = 0) -> None:
-        rollout = replace(rollout, sampling=EPISODE_SAMPLING)
+                 ph: PHConfig, turns: int, fmt: EpisodeFormat, teacher=None, seed: int = 0
+                 ) -> None:
+        if ph.base not in BASES:
+            raise ValueError(f"unknown base '{ph.base}'; known: {', '.join(BASES)}")
+        if ph.base != "grpo" and teacher is None:
+            raise ValueError(f"base '{ph.base}' distils from a teacher; none was given")
+        rollout = replace(rollout, sampling=fmt.sampling)
         super().__init__(policy, prompts, lambda task, c: float(task.correct(c)), rollout,
-                         grpo, seed=seed, shape_advantages=self.weight)
-        self.ph, self.turns, self.max_digits = ph, turns, max_digits
+                         grpo, seed=seed)
+        self.ph, self.turns, self.fmt = ph, turns, fmt
+        self.teacher = teacher.requires_grad_(False).eval() if teacher is not None else None
         self.head = nn.Linear(policy.config.hidden_size, 1) if ph.predictor == "head" else None
         if self.head is not None:
             nn.init.zeros_(self.head.weight)  # p = 0.5 until outcomes are seen
@@ -64,19 +87,35 @@ class PHGRPOModule(GRPOModule):
         repeated = [t for t in tasks for _ in range(self.rollout.group_size)]
         was_training = self.policy.training
         self.policy.eval()
-        rollouts = run_episodes(self.policy, repeated, self.turns, self.max_digits,
-                                self.generator, self.rollout.sampling)
+        rollouts = run_episodes(self.policy, repeated, self.turns, self.fmt, self.generator)
         self.policy.train(was_training)
         return repeated, rollouts
 
-    def weight(self, tasks, rollouts, rewards: torch.Tensor, advantages: torch.Tensor
-               ) -> torch.Tensor:
-        if self.head is not None:
-            features = prediction_features(self.policy, rollouts)
-            self._head_batch = (features, rewards)
-            with torch.no_grad():
-                p = torch.sigmoid(self.head(features.to(self.head.weight.device)))[:, 0].cpu()
-        else:
-            p = episode_confidence(self.policy, rollouts, self.ph.predictor)
-        return ph_advantages(advantages, surprise(rewards, p, self.ph.surprise), self.ph.lam,
+    def base_advantages(self, rollouts, rewards: torch.Tensor, logps: torch.Tensor
+                        ) -> torch.Tensor:
+        """(B,) for GRPO, (B, T) with distillation."""
+        group = group_advantages(rewards, self.rollout.group_size, self.grpo.scale_rewards)
+        if self.ph.base == "grpo":
+            return group
+        with torch.no_grad():
+            teacher = teacher_forced_logprobs(self.teacher, rollouts, self.rollout.sampling)
+        distill = opd_token_advantages(logps, teacher.to(logps.device)).cpu()
+        if self.ph.base == "opd":
+            return distill
+        return group[:, None] + self.ph.distill_weight * distill
+
+    def prediction(self, tasks, rollouts, rewards: torch.Tensor) -> torch.Tensor:
+        """The prospective p of each episode (the head's features kept for its loss)."""
+        if self.head is None:
+            return episode_confidence(self.policy, tasks, rollouts, self.fmt, self.ph.predictor)
+        features = prediction_features(self.policy, rollouts)
+        self._head_batch = (features, rewards)
+        with torch.no_grad():
+            return torch.sigmoid(self.head(features.to(self.head.weight.device)))[:, 0].cpu()
+
+    def advantages(self, tasks, rollouts, rewards: torch.Tensor, logps: torch.Tensor
+                   ) -> torch.Tensor:
+        base = self.base_advantages(rollouts, rewards, logps)
+        s = surprise(rewards, self.prediction(tasks, rollouts, rewards), self.ph.surprise)
+        return ph_advantages(base, s if base.dim() == 1 else s[:, None], self.ph.lam,
                              self.ph.weighting)

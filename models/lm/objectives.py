@@ -99,6 +99,13 @@ def generalized_jsd(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def opd_token_advantages(student_logps: torch.Tensor, teacher_logps: torch.Tensor
+                         ) -> torch.Tensor:
+    """On-policy distillation's per-token advantage on the sampled tokens,
+    A_t = -(log pi_s - log pi_T), detached (the negative per-token reverse-KL estimate)."""
+    return -(student_logps - teacher_logps).detach()
+
+
 def sampled_token_opd_loss(student_logps: torch.Tensor, teacher_logps: torch.Tensor,
                            mask: torch.Tensor, importance_weights: torch.Tensor | None = None,
                            loss_type: str = "bnpo") -> torch.Tensor:
@@ -106,8 +113,7 @@ def sampled_token_opd_loss(student_logps: torch.Tensor, teacher_logps: torch.Ten
     loss = -sum A_t log pi_s; its expected gradient over y ~ pi_s is the gradient of
     KL(pi_s || pi_T). ``importance_weights`` (per token or per sequence, detached)
     reweight tokens drawn from a proposal other than the student (MPOPD)."""
-    advantage = -(student_logps - teacher_logps).detach()
-    per_token = -advantage * student_logps
+    per_token = -opd_token_advantages(student_logps, teacher_logps) * student_logps
     if importance_weights is not None:
         w = importance_weights[:, None] if importance_weights.dim() == 1 else importance_weights
         per_token = per_token * w.detach()

@@ -98,37 +98,33 @@ class _OnPolicyModule(L.LightningModule):
                 "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-# (tasks, rollouts, rewards, group advantages) -> the advantages the loss uses
-AdvantageShaping = Callable[[list, Rollouts, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
 class GRPOModule(_OnPolicyModule):
-    """GRPO with an outcome ``reward(task, completion) -> float``; ``shape_advantages``
-    (optional) rewrites the group advantages per sample (Prospective Hindsight's surprise
-    weighting plugs in here). Subclasses may override ``sample`` (multi-turn episodes)."""
+    """GRPO with an outcome ``reward(task, completion) -> float``. Subclasses may override
+    ``advantages`` (per sample or per token: Prospective Hindsight's surprise weighting, a
+    distillation term) and ``sample`` (multi-turn episodes)."""
 
     def __init__(self, policy, prompts: PromptSource, reward: Callable, rollout: RolloutConfig,
-                 grpo: GRPOConfig, reference=None, seed: int = 0,
-                 shape_advantages: AdvantageShaping | None = None) -> None:
+                 grpo: GRPOConfig, reference=None, seed: int = 0) -> None:
         super().__init__(policy, prompts, rollout, seed)
         self.reward, self.grpo, self.reference = reward, grpo, reference
-        self.shape_advantages = shape_advantages
+
+    def advantages(self, tasks: list, rollouts: Rollouts, rewards: torch.Tensor,
+                   logps: torch.Tensor) -> torch.Tensor:
+        """(B,) or (B, T) advantages of the rollouts; GRPO's group advantages here."""
+        return group_advantages(rewards, self.rollout.group_size, self.grpo.scale_rewards)
 
     def training_step(self, batch, batch_idx):
         tasks, rollouts = self.sample(batch_idx)
         rewards = torch.tensor([float(self.reward(t, c)) for t, c in
                                 zip(tasks, rollouts.completions(), strict=True)])
-        advantages = group_advantages(rewards, self.rollout.group_size,
-                                      self.grpo.scale_rewards)
-        if self.shape_advantages is not None:
-            advantages = self.shape_advantages(tasks, rollouts, rewards, advantages)
-        advantages = advantages.to(self.device)
         logps = teacher_forced_logprobs(self.policy, rollouts, self.rollout.sampling)
+        advantages = self.advantages(tasks, rollouts, rewards, logps).to(self.device)
         ref = None
         if self.grpo.beta != 0.0:
             with torch.no_grad():
                 ref = teacher_forced_logprobs(self.reference, rollouts, self.rollout.sampling)
-        loss = grpo_loss(logps, logps.detach(), advantages, rollouts.completion_mask,
+        loss = grpo_loss(logps, logps.detach(), advantages,
+                         rollouts.completion_mask.to(self.device),
                          self.grpo.epsilon_low, self.grpo.epsilon_high, self.grpo.beta, ref,
                          self.grpo.loss_type, self.rollout.max_new_tokens)
         groups = rewards.view(-1, self.rollout.group_size)
@@ -158,7 +154,7 @@ class OPDModule(_OnPolicyModule):
         _, rollouts = self.sample(batch_idx)
         student = completion_logits(self.policy, rollouts)
         teacher = self.teacher_logits(rollouts)
-        mask = rollouts.completion_mask
+        mask = rollouts.completion_mask.to(self.device)
         if self.opd.objective == "reverse_kl":
             per_token = reverse_kl(student, teacher)
             loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
