@@ -193,7 +193,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                 label = variant if isinstance(variant, str) else f"lambda={variant:g}"
                 rows.append({"regime": name, "variant": label, "base": method.base.name,
                              **results[(name, variant)]})
-    ctx.save_table("calibration", rows)
+        ctx.save_table("calibration", rows)  # after each regime: kept if a later one fails
 
     lam = method.lam  # the "_grpo" keys hold the base method's numbers (lambda = 0)
     metrics = {"zero_variance_group_frac": float(np.mean(zero_variance))}

@@ -326,6 +326,8 @@ def test_text_episodes_feedback_confidence_and_success():
     assert not task.correct(first)
     assert task.correct([*first, *fmt.feedback, *second])
     assert task.stated_confidence(tokenizer.encode("13")) is None
+    later = [*tokenizer.encode("13"), *fmt.feedback, *tokenizer.encode("Confidence: 7")]
+    assert task.stated_confidence(later) is None  # stated after feedback: not prospective
 
 
 @pytest.mark.slow

@@ -62,7 +62,8 @@ class ProhindProtocol:
     steps: int = MISSING  # GRPO steps per variant
     lambdas: list[float] = MISSING  # PH strengths compared with GRPO (lambda = 0)
     turns_multi: int = MISSING  # answer attempts of a multi-turn episode
-    episode_multi: Episode = MISSING  # the multi-turn environment
+    episode_multi: Episode = MISSING  # the multi-turn environment (tool: tiny-lm only; a
+    # real model runs the retry episode)
     eval_prompts: int = MISSING  # held-out problems (one episode each)
 
 

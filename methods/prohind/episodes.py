@@ -65,11 +65,13 @@ def text_format(tokenizer, chat_template: bool, max_new_tokens: int) -> EpisodeF
     from models.lm.prompting import pad_id
 
     if chat_template:
-        answered = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]
+        answer = "@@the-answer@@"  # a marker: the reply is what the template puts after it
+        answered = [{"role": "user", "content": "@@the-question@@"},
+                    {"role": "assistant", "content": answer}]
         full = tokenizer.apply_chat_template(
             [*answered, {"role": "user", "content": FEEDBACK_TEXT}],
             add_generation_prompt=True, tokenize=False)
-        reply = full[full.index("A", full.index("Q") + 1) + 1:]
+        reply = full[full.index(answer) + len(answer):]
         eos_text = tokenizer.decode([tokenizer.eos_token_id])
         reply = reply.removeprefix(eos_text)
     else:
@@ -96,7 +98,9 @@ class TextConfidencePrompt:
     decode: Callable[[Sequence[int]], str]
 
     def stated_confidence(self, completion: Sequence[int]) -> float | None:
-        found = re.search(r"Confidence:\s*\**\s*([0-9])", self.decode(completion))
+        """k / 9 of the first "Confidence: k" before any feedback (None if not stated)."""
+        first_turn = self.decode(completion).split(FEEDBACK_TEXT)[0]
+        found = re.search(r"Confidence:\s*\**\s*([0-9])", first_turn)
         return int(found.group(1)) / 9 if found else None
 
     def correct(self, completion: Sequence[int]) -> bool:

@@ -16,6 +16,13 @@ A with the stop-gradient surprise:
   unaffected;
 - ``additive``: A - lambda sg(s), reward shaping in the style of RLCR (acts on tied groups);
 - ``normalized``: A sg(s) / mean(sg(s)).
+
+With P1 the confidence token itself gets the weighted advantage. If the outcome does not
+depend on the stated k (success probability q, group std sigma), the expected
+multiplicative advantage of ``<conf_k>`` is lambda q (1 - q) (1 - 2 k / 9) / sigma: it
+lowers the stated confidence whatever q is (tested by simulation), so ECE improves only
+from an overconfident start. The additive weighting with the squared surprise instead
+gives -lambda [q (1 - p)^2 + (1 - q) p^2], maximal at p = q (a Brier reward).
 """
 
 from __future__ import annotations
