@@ -76,3 +76,24 @@ def physics_iq_cases(real_root: str, generated_root: str) -> list[PhysicsIQCase]
         raise UserError(f"no scenario has take-1, take-2 under {real} and a generated "
                         f"<id>_<view>_<scenario>.mp4 under {generated}")
     return cases
+
+
+def write_video(path: Path, frames: np.ndarray, fps: int = 16) -> Path:
+    """Write (T, H, W, 3) frames in [0, 1] as an H.264 mp4 (PyAV)."""
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frames = (np.clip(frames, 0, 1) * 255).astype(np.uint8)
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.height, stream.width = frames.shape[1] - frames.shape[1] % 2, \
+            frames.shape[2] - frames.shape[2] % 2
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            image = av.VideoFrame.from_ndarray(frame[:stream.height, :stream.width],
+                                               format="rgb24")
+            for packet in stream.encode(image):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path

@@ -14,6 +14,11 @@ bouncing-ball clips, then with the generator frozen
 
 ``dataset=physics_iq``: the Physics-IQ score of any model's generated videos in the
 benchmark's layout (no generator needed).
+
+``model=wan2.1-t2v-1.3b`` (a real diffusers pipeline, GPU) with ``dataset=videophy2``:
+best-of-N by the self-score on each text prompt; the selected and the first sample of each
+prompt are written as mp4 with their scores, and ``videophy2_inputs.csv`` lists them for
+VideoPhy-2's AutoEval (not run here).
 """
 
 from __future__ import annotations
@@ -64,8 +69,13 @@ def options_of(method, mask: bool | None = None) -> ScoreOptions:
 
 @register_paper("proprio")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    if cfg.model.source == "diffusers":
+        return self_select_real_videos(cfg, ctx)
     if cfg.dataset.name == "physics_iq":
         return score_physics_iq(cfg.dataset, ctx)
+    if cfg.dataset.name != "bouncing_balls":
+        raise UserError(f"dataset={cfg.dataset.name} needs a real video generator "
+                        "(model=wan2.1-t2v-1.3b)")
     from methods.proprio.generator import VelocityNet, condition_of, sample, train_generator
 
     p, method = cfg.protocol, cfg.method
@@ -237,6 +247,41 @@ def score_physics_iq(data: DictConfig, ctx: RunContext) -> dict[str, float]:
                              mean["var_st_iou"], mean["var_s_iou"], mean["var_ws_iou"],
                              mean["var_mse"])
     return {"physics_iq_score": score, "scenarios": float(len(rows)), **mean}
+
+
+def self_select_real_videos(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    """Best-of-N by the self-score of a real text-to-video pipeline, per prompt."""
+    from data.physics_iq import write_video
+    from data.video_prompts import video_prompts
+    from methods.proprio.wan import WanSelfScorer, load_wan_pipeline
+
+    if cfg.dataset.name != "videophy2":
+        raise UserError(f"model={cfg.model.name} generates from text prompts: use "
+                        "dataset=videophy2 (by name, or dataset.prompts_file=...)")
+    prompts = video_prompts(cfg.dataset)
+    scorer = WanSelfScorer(load_wan_pipeline(cfg.model, ctx.compute.device),
+                           options_of(cfg.method), ctx.seed)
+    video = dict(cfg.protocol.video)
+    n = int(video.pop("samples_per_prompt"))
+    generator = torch.Generator(ctx.compute.device).manual_seed(ctx.seed)
+    rows, inputs = [], []
+    for i, prompt in enumerate(ctx.progress(prompts, "prompts")):
+        out = scorer.best_of_n(prompt, n, generator, **video)
+        scores, best = out["scores"].numpy(), out["best"]
+        frames = scorer.decode(out["latents"][[best, 0]]).cpu().numpy()
+        for tag, clip in (("best", frames[0]), ("first", frames[1])):
+            path = write_video(ctx.output_dir / "videos" / f"{i:03d}_{tag}.mp4", clip)
+            inputs.append({"caption": prompt, "videopath": str(path), "pick": tag})
+        rows.append({"prompt": prompt, "best": best, "score_best": float(scores[best]),
+                     "score_first": float(scores[0]), "score_mean": float(scores.mean()),
+                     "scores": " ".join(f"{v:.5g}" for v in scores)})
+        ctx.save_table("self_selection", rows)  # after each prompt: kept if a later one fails
+    ctx.save_table("videophy2_inputs", inputs)
+    best = np.array([r["score_best"] for r in rows])
+    first = np.array([r["score_first"] for r in rows])
+    return {"prompts": float(len(rows)), "samples_per_prompt": float(n),
+            "score_best_mean": float(best.mean()), "score_first_mean": float(first.mean()),
+            "score_best_over_first": float(best.mean() / first.mean())}
 
 
 def figure(r_real, scores, ns, curve, before, after):

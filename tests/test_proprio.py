@@ -203,3 +203,86 @@ def test_missing_physics_iq_folders_fail_with_one_line(tmp_path):
                                 f"dataset.real_root={tmp_path}/nowhere",
                                 f"dataset.generated_root={tmp_path}"], tmp_path / "run")
     assert code == 2 and "not found" in failed["error"]
+
+
+def _tiny_wan_pipeline():
+    """A randomly initialised Wan text-to-video pipeline small enough for a CPU test."""
+    from diffusers import (
+        AutoencoderKLWan,
+        FlowMatchEulerDiscreteScheduler,
+        WanPipeline,
+        WanTransformer3DModel,
+    )
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast, UMT5Config, UMT5EncoderModel
+
+    torch.manual_seed(0)
+    words = ["<pad>", "<unk>", "</s>", "a", "ball", "falls", "bounces", "rolls"]
+    tokenizer = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = Whitespace()
+    return WanPipeline(
+        tokenizer=PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
+                                          eos_token="</s>", unk_token="<unk>"),
+        text_encoder=UMT5EncoderModel(UMT5Config(
+            vocab_size=len(words), d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2,
+            relative_attention_num_buckets=8)),
+        transformer=WanTransformer3DModel(
+            patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=4,
+            out_channels=4, text_dim=16, freq_dim=32, ffn_dim=32, num_layers=1,
+            rope_max_seq_len=32),
+        vae=AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                             latents_mean=[0.1, -0.2, 0.3, 0.0],
+                             latents_std=[1.5, 0.5, 2.0, 1.0]),
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0))
+
+
+def test_wan_self_score_is_the_residual_of_its_transformer():
+    from methods.proprio.wan import WanSelfScorer, latent_mask
+
+    pipe = _tiny_wan_pipeline()
+    opts = ScoreOptions(sigmas=(0.3, 0.7), perturbations=2, beta=0.0, mask=False)
+    scorer = WanSelfScorer(pipe, opts, seed=3)
+    out = scorer.best_of_n("a ball falls", 3, torch.Generator().manual_seed(0), num_frames=5,
+                           height=32, width=32, num_inference_steps=2, guidance_scale=1.0)
+    latents, scores = out["latents"], out["scores"]
+    assert latents.shape == (3, 4, 2, 4, 4) and out["best"] == int(scores.argmin())
+    embeds = scorer.embed(["a ball falls"])
+    eps = shared_perturbations(tuple(latents.shape[1:]), 2, 3)
+    by_hand = torch.zeros(3)
+    with torch.no_grad():  # the mean over (s, eps) of ||v(z_s, 1000 s, c) - (eps - z0)||^2 / n
+        for e in eps:
+            for s in opts.sigmas:
+                v = pipe.transformer(hidden_states=(1 - s) * latents + s * e,
+                                     timestep=torch.full((3,), 1000 * s),
+                                     encoder_hidden_states=embeds.expand(3, -1, -1),
+                                     return_dict=False)[0]
+                by_hand += ((v - (e - latents)) ** 2).flatten(1).mean(1) / 4
+    torch.testing.assert_close(scores, by_hand, rtol=1e-3, atol=1e-6)
+    torch.testing.assert_close(scorer.score(latents, embeds), scores)  # shared perturbations
+    # the normalisation round trip: decode then encode returns latents of the same layout
+    assert scorer.encode(scorer.decode(latents)).shape == latents.shape
+    mask = torch.zeros(1, 9, 16, 16)
+    mask[0, 6, 9, 2] = 1  # pixel frame 6 is in latent frame 2 (frames 5-8), pixel (9, 2)
+    pooled = latent_mask(mask, temporal=4, spatial=8)
+    assert pooled.shape == (1, 1, 3, 2, 2) and pooled.sum() == 1 and pooled[0, 0, 2, 1, 0] == 1
+
+
+def test_wan_path_runs_from_a_local_pipeline_and_fails_offline_with_one_line(tmp_path):
+    _tiny_wan_pipeline().save_pretrained(tmp_path / "wan")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a ball falls\na ball bounces\n")
+    run_dir = tmp_path / "run"
+    metrics = run_paper(["+paper=proprio", "model=wan2.1-t2v-1.3b",
+                         f"model.hub_id={tmp_path / 'wan'}", "model.dtype=float32",
+                         "dataset=videophy2", f"dataset.prompts_file={prompts}",
+                         "protocol.video.samples_per_prompt=2", "protocol.video.num_frames=5",
+                         "protocol.video.height=32", "protocol.video.width=32",
+                         "protocol.video.num_inference_steps=2",
+                         "protocol.video.guidance_scale=1.0"], run_dir)
+    assert metrics["prompts"] == 2 and metrics["score_best_over_first"] <= 1
+    assert len(list((run_dir / "videos").glob("*.mp4"))) == 4
+    _, failed = run_failing(["+paper=proprio", "model=wan2.1-t2v-1.3b", "dataset=videophy2",
+                             f"dataset.prompts_file={prompts}"], tmp_path / "offline")
+    assert "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in failed["error"] and "\n" not in failed["error"]

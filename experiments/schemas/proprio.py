@@ -36,6 +36,18 @@ class RefineSettings:
 
 
 @dataclass
+class VideoSampling:
+    """A real text-to-video pipeline's sampling (its own arguments)."""
+
+    samples_per_prompt: int = MISSING  # N of best-of-N
+    num_frames: int = MISSING
+    height: int = MISSING
+    width: int = MISSING
+    num_inference_steps: int = MISSING
+    guidance_scale: float = MISSING
+
+
+@dataclass
 class ProprioProtocol:
     generator: GeneratorSettings = field(default_factory=GeneratorSettings)
     sampler_steps: int = MISSING
@@ -45,6 +57,7 @@ class ProprioProtocol:
     conditions: int = MISSING
     samples_per_condition: int = MISSING
     refine: RefineSettings = field(default_factory=RefineSettings)
+    video: VideoSampling = field(default_factory=VideoSampling)  # model=wan* only
 
 
 @dataclass
@@ -64,6 +77,16 @@ class PhysicsIQConfig(DatasetConfig):
     downscale: int = MISSING
 
 
+@dataclass
+class VideoPromptsConfig(DatasetConfig):
+    hub_id: str = MISSING  # a prompt set by name (VideoPhy-2's test split by default)
+    split: str = MISSING
+    prompt_column: str = MISSING
+    prompts_file: str | None = MISSING  # or a local text file, one prompt per line
+    limit: int = MISSING
+
+
 PROTOCOL = ProprioProtocol
 METHODS = {"proprio": ProprioConfig}
-DATASETS = {"bouncing_balls": BouncingBallsConfig, "physics_iq": PhysicsIQConfig}
+DATASETS = {"bouncing_balls": BouncingBallsConfig, "physics_iq": PhysicsIQConfig,
+            "videophy2": VideoPromptsConfig}

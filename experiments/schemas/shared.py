@@ -101,8 +101,16 @@ class TinyLMConfig(ModelConfig):
     min_held_out_accuracy: float | None = MISSING
 
 
+@dataclass
+class DiffusersModelConfig(ModelConfig):
+    """A diffusers pipeline by hub id or local folder (a video generator)."""
+
+    hub_id: str = MISSING
+    dtype: Dtype = MISSING
+
+
 MODELS = {"none": ModelConfig, "hub": HubModelConfig, "packaged": PackagedModelConfig,
-          "tiny_lm": TinyLMConfig}
+          "tiny_lm": TinyLMConfig, "diffusers": DiffusersModelConfig}
 
 
 @dataclass

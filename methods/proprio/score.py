@@ -90,26 +90,32 @@ def motion_mask(clips: torch.Tensor, opts: ScoreOptions) -> torch.Tensor:
 
 
 def residuals(net: nn.Module, x0: torch.Tensor, condition: torch.Tensor,
-              eps: torch.Tensor, opts: ScoreOptions) -> torch.Tensor:
-    """(B, K, |S|) masked flow residuals r(s, k) (differentiable in ``x0``)."""
-    mask = motion_mask(x0.detach(), opts) if opts.mask else torch.ones_like(x0)
-    norm = mask.sum((1, 2, 3))
+              eps: torch.Tensor, opts: ScoreOptions, mask: torch.Tensor | None = None
+              ) -> torch.Tensor:
+    """(B, K, |S|) masked flow residuals r(s, k) (differentiable in ``x0``). ``mask``
+    (broadcastable to ``x0``) overrides the motion mask of ``x0`` (a latent clip's mask
+    comes from its decoded frames)."""
+    if mask is None:
+        mask = motion_mask(x0.detach(), opts) if opts.mask else torch.ones_like(x0)
+    mask = mask.expand_as(x0)
+    norm = mask.flatten(1).sum(1)
     out = []
     for k in range(eps.shape[0]):
-        e = eps[k].expand_as(x0)
+        e = eps[k].to(x0).expand_as(x0)
         row = []
         for s in opts.sigmas:
             xs = (1 - s) * x0 + s * e
-            v = net(xs, torch.full((len(x0),), s, dtype=x0.dtype), condition)
-            row.append(((mask * (v - (e - x0))) ** 2).sum((1, 2, 3)) / norm)
+            v = net(xs, torch.full((len(x0),), s, dtype=x0.dtype, device=x0.device), condition)
+            row.append(((mask * (v - (e - x0))) ** 2).flatten(1).sum(1) / norm)
         out.append(torch.stack(row, -1))
     return torch.stack(out, 1)
 
 
 def proprio_score(net: nn.Module, x0: torch.Tensor, condition: torch.Tensor,
-                  eps: torch.Tensor, opts: ScoreOptions) -> torch.Tensor:
+                  eps: torch.Tensor, opts: ScoreOptions, mask: torch.Tensor | None = None
+                  ) -> torch.Tensor:
     """(B,) R = mean residual + beta * std over the shared perturbations."""
-    r = residuals(net, x0, condition, eps, opts)
+    r = residuals(net, x0, condition, eps, opts, mask)
     per_k = r.mean(-1)
     spread = per_k.std(1) if per_k.shape[1] > 1 else torch.zeros_like(per_k[:, 0])
     return per_k.mean(1) + opts.beta * spread
