@@ -227,12 +227,14 @@ class ConfidenceAdditionTask:
 
     def held_out(self, rng: np.random.Generator) -> dict[int, tuple[list, list]]:
         """{digits: (prompts, noise-free scratchpads)}; the confidence token is not scored
-        (the prompts end with it, at the middle of the trained range)."""
-        middle = CONF0 + sum(self.confidence_range) // 2
+        (the prompts end with one the training data states: the middle of the trained range,
+        or the calibrated k)."""
         out = {}
         for digits in self.horizons:
+            stated = CONF0 + (self.stated_confidence(digits, rng) if self.calibrated
+                              else sum(self.confidence_range) // 2)
             pairs = arithmetic.addition_problems(self.held_out_per_horizon, digits, rng)
-            out[digits] = ([arithmetic.encode_problem(a, b, digits, self.max_digits) + [middle]
+            out[digits] = ([arithmetic.encode_problem(a, b, digits, self.max_digits) + [stated]
                             for a, b in pairs],
                            [arithmetic.scratchpad(a, b, digits) for a, b in pairs])
         return out
