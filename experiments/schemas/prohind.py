@@ -81,5 +81,6 @@ class ConfidenceAdditionConfig(DatasetConfig):
 
 
 PROTOCOL = ProhindProtocol
-METHODS = {"ph_grpo": PHMethodConfig}  # ph_opd, ph_grpo_opd: the same schema, another base
+# one schema, three bases (ph_opd and ph_grpo_opd set method.base)
+METHODS = {"ph_grpo": PHMethodConfig, "ph_opd": PHMethodConfig, "ph_grpo_opd": PHMethodConfig}
 DATASETS = {"confidence_addition": ConfidenceAdditionConfig}
