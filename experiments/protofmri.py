@@ -61,8 +61,54 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
     return float(np.mean(per_concept))
 
 
+def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    """``dataset=algonauts2023``: the prototype encoder against the black-box ridge on one
+    subject's real images and responses; held-out prediction and each prototype's top
+    training images (what it stands for must be read off them: no concept labels here)."""
+    from data.algonauts import load_algonauts
+
+    data, method, protocol = cfg.dataset, cfg.method, cfg.protocol
+    subject = load_algonauts(data.root, data.subject, data.roi_class, data.image_size,
+                             data.limit)
+    n = len(subject.images)
+    order = ctx.rng.permutation(n)
+    test_count = max(1, int(round(data.test_fraction * n)))
+    test, train = np.sort(order[:test_count]), np.sort(order[test_count:])
+    features = patch_features(method.backbone, method.channels, ctx.seed,
+                              method.colour_weight, ctx.device)
+    tokens = features.tokens(subject.images)
+    layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
+                           method.threshold_quantile, method.salient_fraction, ctx.rng)
+    a, flat, y = layer(tokens), tokens.reshape(n, -1), subject.fmri
+    alphas = list(protocol.alphas)
+    readout = ridge_cv(a[train], y[train], alphas, protocol.folds, ctx.rng)
+    blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, ctx.rng)
+    r_proto = pearson(readout.predict(a[test]), y[test])
+    r_black = pearson(blackbox.predict(flat[test]), y[test])
+    ctx.save_table("voxels", [{"voxel": v, "hemisphere": str(subject.hemisphere[v]),
+                               "r_proto": float(r_proto[v]), "r_blackbox": float(r_black[v])}
+                              for v in range(y.shape[1])])
+    top = np.argsort(-a[train], axis=0)[:5]
+    ctx.save_table("prototypes", [{"prototype": k, "top_nsd_ids": " ".join(
+        str(subject.nsd_ids[train[i]]) for i in top[:, k])} for k in range(a.shape[1])])
+    fig, ax = subplots(1, panel=(4.2, 4.0))
+    ax.scatter(r_black, r_proto, s=4, alpha=0.5)
+    lims = [min(r_black.min(), r_proto.min()), max(r_black.max(), r_proto.max())]
+    ax.plot(lims, lims, "k--", lw=0.8)
+    ax.set(xlabel="r, black-box ridge on all patch features", ylabel="r, prototypes",
+           title=f"subject {data.subject}: held-out prediction per vertex")
+    fig.tight_layout()
+    ctx.save_figure("encoder", fig)
+    return {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
+            "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
+            "active_prototypes_per_image": float((a[test] > 0).sum(1).mean()),
+            "images": float(n), "vertices": float(y.shape[1])}
+
+
 @register_paper("protofmri")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    if cfg.dataset.name == "algonauts2023":
+        return encode_real_subject(cfg, ctx)
     data, method, protocol = cfg.dataset, cfg.method, cfg.protocol
     rng = ctx.rng
     n = data.train_images + data.test_images

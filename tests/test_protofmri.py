@@ -146,3 +146,52 @@ def test_a_backbone_by_name_fails_offline_with_one_line(tmp_path):
                              "dataset.train_images=20", "dataset.test_images=10"],
                             tmp_path / "run")
     assert "facebook/dinov2-small" in failed["error"] and "\n" not in failed["error"]
+
+
+def _write_algonauts(root, images=120, vertices=30, seed=0):
+    """A subject folder in the Algonauts 2023 layout: images of coloured quadrants and
+    responses that are a linear function of the quadrant colours plus noise."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    split = root / "subj01" / "training_split"
+    (split / "training_images").mkdir(parents=True)
+    (split / "training_fmri").mkdir()
+    (root / "subj01" / "roi_masks").mkdir()
+    colours = rng.random((images, 4, 3))
+    for i, c in enumerate(colours):
+        pixels = np.zeros((64, 64, 3))
+        for q, (r, s) in enumerate([(0, 0), (0, 32), (32, 0), (32, 32)]):
+            pixels[r:r + 32, s:s + 32] = c[q]
+        Image.fromarray((pixels * 255).astype(np.uint8)).save(
+            split / "training_images" / f"train-{i + 1:04d}_nsd-{1000 + 7 * i:05d}.png")
+    for h in ("lh", "rh"):
+        weights = rng.normal(size=(12, vertices))
+        fmri = colours.reshape(images, 12) @ weights + 0.3 * rng.normal(size=(images, vertices))
+        np.save(split / "training_fmri" / f"{h}_training_fmri.npy", fmri.astype(np.float32))
+        labels = np.zeros(vertices, dtype=int)
+        labels[:vertices // 2] = rng.integers(1, 4, vertices // 2)
+        np.save(root / "subj01" / "roi_masks" / f"{h}.prf-visualrois_challenge_space.npy",
+                labels)
+
+
+def test_algonauts_layout_loads_and_runs(tmp_path):
+    from data.algonauts import load_algonauts
+
+    _write_algonauts(tmp_path / "algonauts")
+    subject = load_algonauts(str(tmp_path / "algonauts"), 1, "prf-visualrois", 64, limit=100)
+    assert subject.images.shape == (100, 3, 64, 64) and subject.fmri.shape == (100, 30)
+    assert subject.nsd_ids[:2].tolist() == [1000, 1007]
+    assert (subject.hemisphere == "lh").sum() == 15 and 0 <= subject.images.min()
+    whole = load_algonauts(str(tmp_path / "algonauts"), 1, None, 32)
+    assert whole.fmri.shape == (120, 60) and whole.images.shape[-1] == 32
+    run_dir = tmp_path / "run"
+    metrics = run_paper(["+paper=protofmri", "dataset=algonauts2023",
+                         f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12",
+                         "dataset.test_fraction=0.25"], run_dir)
+    assert metrics["vertices"] == 60 and metrics["r_blackbox_mean"] > 0.5
+    assert metrics["r_proto_mean"] > 0.1  # some of the planted colour signal passes 12 prototypes
+    assert (run_dir / "tables" / "prototypes.csv").is_file()
+    _, failed = run_failing(["+paper=protofmri", "dataset=algonauts2023",
+                             f"dataset.root={tmp_path / 'missing'}"], tmp_path / "fail")
+    assert "subject 1 not found" in failed["error"]

@@ -38,5 +38,15 @@ class StimulusWorldConfig(DatasetConfig):
 
 
 PROTOCOL = ProtofmriProtocol
+@dataclass
+class Algonauts2023Config(DatasetConfig):
+    root: str = MISSING  # the challenge data folder (subj01 ... subj08 inside)
+    subject: int = MISSING
+    roi_class: str | None = MISSING  # e.g. prf-visualrois, floc-faces, streams (null: all)
+    image_size: int = MISSING  # images are resized to this (64 for backbone=random_cnn)
+    limit: int | None = MISSING  # the first images only (null: all)
+    test_fraction: float = MISSING  # held-out share of the images
+
+
 METHODS = {"protofmri": ProtoFMRIConfig}
-DATASETS = {"stimulus_world": StimulusWorldConfig}
+DATASETS = {"stimulus_world": StimulusWorldConfig, "algonauts2023": Algonauts2023Config}
