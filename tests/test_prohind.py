@@ -358,3 +358,13 @@ def test_head_confidence_is_the_sigmoid_of_the_head_on_the_last_prompt_state():
     assert prediction_features(model, episodes).shape == (len(tasks), 16)
     with pytest.raises(ValueError, match="trained success head"):
         episode_confidence(model, tasks, episodes, tiny_format(2), "head")
+
+
+@pytest.mark.gpu
+def test_prohind_on_gpu(run_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    metrics = run_paper(["+paper=prohind", "device=cuda", "method=ph_grpo_opd",
+                         "protocol.steps=10", "protocol.lambdas=[1.0]",
+                         "protocol.eval_prompts=64"], run_dir)
+    assert 0 <= metrics["ece_ph"] <= 1 and 0 <= metrics["acc_ph_multi"] <= 1

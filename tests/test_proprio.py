@@ -286,3 +286,18 @@ def test_wan_path_runs_from_a_local_pipeline_and_fails_offline_with_one_line(tmp
     _, failed = run_failing(["+paper=proprio", "model=wan2.1-t2v-1.3b", "dataset=videophy2",
                              f"dataset.prompts_file={prompts}"], tmp_path / "offline")
     assert "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in failed["error"] and "\n" not in failed["error"]
+
+
+@pytest.mark.gpu
+def test_wan_self_selection_on_gpu(tmp_path):
+    """The real Wan 2.1 1.3B pipeline (it must be in the local Hugging Face cache)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("A ball is dropped onto a wooden floor and bounces twice.\n")
+    metrics = run_paper(["+paper=proprio", "model=wan2.1-t2v-1.3b", "device=cuda",
+                         "dataset=videophy2", f"dataset.prompts_file={prompts}",
+                         "protocol.video.samples_per_prompt=2", "protocol.video.num_frames=17",
+                         "protocol.video.height=240", "protocol.video.width=416",
+                         "protocol.video.num_inference_steps=10"], tmp_path / "run")
+    assert metrics["prompts"] == 1 and metrics["score_best_over_first"] <= 1
