@@ -305,6 +305,9 @@ def test_real_model_path_composes_and_fails_offline_with_one_line(tmp_path):
     _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", "dataset=gsm8k",
                              "method=ph_opd"], tmp_path / "run3")
     assert "+model@teacher=" in failed["error"]
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-1.7b", "+model@teacher=qwen3-8b",
+                             "dataset=gsm8k", "method=ph_opd"], tmp_path / "run4")
+    assert "Qwen/Qwen3-1.7B" in failed["error"]  # composes; fails where it needs weights
 
 
 def test_text_episodes_feedback_confidence_and_success():

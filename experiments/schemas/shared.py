@@ -22,6 +22,7 @@ class RootConfig:
     model: Any = MISSING
     student: Any = None  # a second model, for papers that distil (model = the teacher)
     judge: Any = None  # an LLM judge for papers that rate text (+model@judge=<model>)
+    teacher: Any = None  # a teacher for a trained model (prohind's OPD: +model@teacher=...)
     dataset: Any = MISSING
     method: Any = MISSING
     trainer: Any = MISSING
