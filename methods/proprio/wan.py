@@ -125,34 +125,18 @@ class WanSelfScorer:
 
 
 def load_wan_pipeline(model_cfg, device: str):
-    """A diffusers pipeline by hub id or local folder (cache first; offline or unreachable
-    hub: one line saying how to fetch it)."""
-    from pathlib import Path
-
+    """A diffusers pipeline by hub id or local folder (the local cache first; offline or an
+    unreachable hub: one line saying how to fetch it)."""
     import diffusers
 
-    from common.errors import UserError
-    from models.lm.loader import hub_is_offline, hub_reachable
-
-    dtype = getattr(torch, model_cfg.dtype.name)
-    source = str(model_cfg.hub_id)
+    from models.lm.loader import load_by_name
 
     def load(local_only: bool):
-        return diffusers.DiffusionPipeline.from_pretrained(source, dtype=dtype,
-                                                           local_files_only=local_only)
+        return diffusers.DiffusionPipeline.from_pretrained(
+            str(model_cfg.hub_id), dtype=getattr(torch, model_cfg.dtype.name),
+            local_files_only=local_only)
 
-    try:
-        pipe = load(local_only=True)
-    except (OSError, ValueError) as err:
-        if Path(source).exists():
-            raise UserError(f"cannot load a pipeline from folder {source}: {err}") from None
-        why = ("offline mode is on (HF_HUB_OFFLINE=1)" if hub_is_offline()
-               else None if hub_reachable() else "the hub is unreachable")
-        if why is not None:
-            raise UserError(f"pipeline '{source}' is not in the local Hugging Face cache and "
-                            f"{why}; download it once with network access (hf download "
-                            f"{source}) or set model.hub_id to a local folder") from None
-        pipe = load(local_only=False)
+    pipe = load_by_name(str(model_cfg.hub_id), load, kind="pipeline")
     pipe.vae.to(torch.float32)  # decoding in float32 (as the Wan examples do)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)

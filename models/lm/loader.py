@@ -46,10 +46,29 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def _not_available(hub_id: str, why: str) -> UserError:
-    return UserError(f"model '{hub_id}' is not in the local Hugging Face cache and {why}; "
-                     f"download it once with network access (hf download {hub_id}) or set "
-                     "model.hub_id to a local folder")
+def load_by_name(path_or_id: str, load, kind: str = "model"):
+    """``load(local_only)`` from a local folder or a hub id: the local Hugging Face cache
+    first; a name that is not there fails within seconds with one line when offline mode is
+    on or the hub is unreachable (no minute of download retries), else it is downloaded."""
+    if Path(path_or_id).exists():
+        try:
+            return load(True)
+        except (OSError, ValueError) as err:
+            raise UserError(f"cannot load a {kind} from folder {path_or_id}: {err}") from None
+    try:
+        return load(True)
+    except OSError:
+        pass
+    why = ("offline mode is on (HF_HUB_OFFLINE=1)" if hub_is_offline()
+           else None if hub_reachable() else "the hub is unreachable")
+    if why is not None:
+        raise UserError(f"{kind} '{path_or_id}' is not in the local Hugging Face cache and "
+                        f"{why}; download it once with network access (hf download "
+                        f"{path_or_id}) or set model.hub_id to a local folder")
+    try:
+        return load(False)
+    except OSError as err:
+        raise UserError(f"could not load {kind} '{path_or_id}' from the hub: {err}") from None
 
 
 def load_pretrained(path_or_id: str, dtype: str = "float32", device: str = "cpu",
@@ -66,23 +85,7 @@ def load_pretrained(path_or_id: str, dtype: str = "float32", device: str = "cpu"
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=_dtype(dtype), **kwargs)
         return model.to(device).eval(), tok
 
-    if Path(path_or_id).exists():
-        try:
-            return load(local_only=True)
-        except (OSError, ValueError) as err:
-            raise UserError(f"cannot load a model from folder {path_or_id}: {err}") from None
-    try:
-        return load(local_only=True)
-    except OSError:
-        pass
-    if hub_is_offline():
-        raise _not_available(path_or_id, "offline mode is on (HF_HUB_OFFLINE=1)")
-    if not hub_reachable():
-        raise _not_available(path_or_id, "the hub is unreachable")
-    try:
-        return load(local_only=False)
-    except OSError as err:
-        raise UserError(f"could not load model '{path_or_id}' from the hub: {err}") from None
+    return load_by_name(path_or_id, load)
 
 
 def smollm2_gguf_path() -> Path:
