@@ -6,6 +6,8 @@ synthesis (insert a concept, check the true response rises where the model says)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from omegaconf import DictConfig
 
@@ -61,30 +63,53 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
     return float(np.mean(per_concept))
 
 
+@dataclass
+class Encoders:
+    """The prototype encoder and the black-box ridge fitted on the training images, with
+    their held-out correlations per voxel."""
+
+    features: object
+    tokens: np.ndarray
+    layer: object
+    activations: np.ndarray
+    readout: object
+    r_proto: np.ndarray
+    r_black: np.ndarray
+
+
+def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
+                 cfg: DictConfig, ctx: RunContext, rng: np.random.Generator) -> Encoders:
+    method, protocol = cfg.method, cfg.protocol
+    features = patch_features(method.backbone, method.channels, ctx.seed,
+                              method.colour_weight, ctx.device)
+    tokens = features.tokens(images)
+    layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
+                           method.threshold_quantile, method.salient_fraction, rng)
+    a = layer(tokens)
+    alphas = list(protocol.alphas)
+    readout = ridge_cv(a[train], y[train], alphas, protocol.folds, rng)
+    flat = tokens.reshape(len(images), -1)
+    blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, rng)
+    return Encoders(features, tokens, layer, a, readout,
+                    pearson(readout.predict(a[test]), y[test]),
+                    pearson(blackbox.predict(flat[test]), y[test]))
+
+
 def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     """``dataset=algonauts2023``: the prototype encoder against the black-box ridge on one
     subject's real images and responses; held-out prediction and each prototype's top
     training images (what it stands for must be read off them: no concept labels here)."""
     from data.algonauts import load_algonauts
 
-    data, method, protocol = cfg.dataset, cfg.method, cfg.protocol
+    data = cfg.dataset
     subject = load_algonauts(data.root, data.subject, data.roi_class, data.image_size,
                              data.limit)
-    n = len(subject.images)
+    n, y = len(subject.images), subject.fmri
     order = ctx.rng.permutation(n)
     test_count = max(1, int(round(data.test_fraction * n)))
     test, train = np.sort(order[:test_count]), np.sort(order[test_count:])
-    features = patch_features(method.backbone, method.channels, ctx.seed,
-                              method.colour_weight, ctx.device)
-    tokens = features.tokens(subject.images)
-    layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
-                           method.threshold_quantile, method.salient_fraction, ctx.rng)
-    a, flat, y = layer(tokens), tokens.reshape(n, -1), subject.fmri
-    alphas = list(protocol.alphas)
-    readout = ridge_cv(a[train], y[train], alphas, protocol.folds, ctx.rng)
-    blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, ctx.rng)
-    r_proto = pearson(readout.predict(a[test]), y[test])
-    r_black = pearson(blackbox.predict(flat[test]), y[test])
+    fit = fit_encoders(subject.images, y, train, test, cfg, ctx, ctx.rng)
+    a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     ctx.save_table("voxels", [{"voxel": v, "hemisphere": str(subject.hemisphere[v]),
                                "r_proto": float(r_proto[v]), "r_blackbox": float(r_black[v])}
                               for v in range(y.shape[1])])
@@ -109,7 +134,7 @@ def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name == "algonauts2023":
         return encode_real_subject(cfg, ctx)
-    data, method, protocol = cfg.dataset, cfg.method, cfg.protocol
+    data, protocol = cfg.dataset, cfg.protocol
     rng = ctx.rng
     n = data.train_images + data.test_images
     scenes = random_scenes(n, rng, data.max_concepts)
@@ -119,18 +144,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     repeats = responses(population, stimuli.presence, data.repeats, rng)
     y = repeats.mean(0)
     train, test = np.arange(data.train_images), np.arange(data.train_images, n)
-    features = patch_features(method.backbone, method.channels, ctx.seed,
-                              method.colour_weight, ctx.device)
-    tokens = features.tokens(stimuli.images)
-    layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
-                           method.threshold_quantile, method.salient_fraction, rng)
-    a = layer(tokens)
-    alphas = list(protocol.alphas)
-    readout = ridge_cv(a[train], y[train], alphas, protocol.folds, rng)
-    flat = tokens.reshape(n, -1)
-    blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, rng)
-    r_proto = pearson(readout.predict(a[test]), y[test])
-    r_black = pearson(blackbox.predict(flat[test]), y[test])
+    fit = fit_encoders(stimuli.images, y, train, test, cfg, ctx, rng)
+    features, tokens, layer, readout = fit.features, fit.tokens, fit.layer, fit.readout
+    a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     nc = noise_ceiling(repeats[:, test])
     match, aurocs = match_concepts(a[test], stimuli.presence[test])
     pointing = pointing_game(layer.patch_activations(tokens[test]), stimuli.masks[test], match)
