@@ -59,26 +59,20 @@ class MPOPDModule(OPDModule):
             return MixtureProposal(epsilon=p.epsilon * scale)
         return MixtureProposal(beta=p.beta * scale)
 
-    def sample(self, batch_idx: int):
-        tasks = list(self.prompts(batch_idx, self.generator))
-        repeated = [t for t in tasks for _ in range(self.rollout.group_size)]
-        prompts = [t.prompt_ids for t in repeated]
+    def generate(self, tasks: list, batch_idx: int):
+        prompts = [t.prompt_ids for t in tasks]
         kind = self.proposal.kind
         if kind == "gkd":
             on_policy = torch.rand(1, generator=self.generator).item() < \
                 self.proposal.gkd_on_policy
             kind = "student" if on_policy else "teacher"
-        was_training = self.policy.training
-        self.policy.eval()
         sample = {"student": lambda: self._roll(self.policy, prompts),
                   "teacher": lambda: self._roll(self.teacher, prompts),
                   "mixture": lambda: self._roll([self.policy, self.teacher], prompts,
                                                 self.mixture(batch_idx)),
                   "head": lambda: self._roll(self._refreshed_head(batch_idx, prompts),
                                              prompts)}[kind]
-        rollouts = sample()
-        self.policy.train(was_training)
-        return repeated, rollouts
+        return sample()
 
     def _roll(self, models, prompts, combine=None):
         r = self.rollout

@@ -82,14 +82,8 @@ class PHModule(GRPOModule):
         return loss + nn.functional.binary_cross_entropy_with_logits(
             logits, outcomes.to(logits.device).float())
 
-    def sample(self, batch_idx: int):
-        tasks = list(self.prompts(batch_idx, self.generator))
-        repeated = [t for t in tasks for _ in range(self.rollout.group_size)]
-        was_training = self.policy.training
-        self.policy.eval()
-        rollouts = run_episodes(self.policy, repeated, self.turns, self.fmt, self.generator)
-        self.policy.train(was_training)
-        return repeated, rollouts
+    def generate(self, tasks: list, batch_idx: int):
+        return run_episodes(self.policy, tasks, self.turns, self.fmt, self.generator)
 
     def base_advantages(self, rollouts, rewards: torch.Tensor, logps: torch.Tensor
                         ) -> torch.Tensor:

@@ -75,15 +75,22 @@ class _OnPolicyModule(L.LightningModule):
         self.history: list[dict[str, float]] = []
 
     def sample(self, batch_idx: int) -> tuple[list, Rollouts]:
+        """A step's prompts, each repeated for its group, and their rollouts (the policy in
+        eval mode while it generates)."""
         tasks = list(self.prompts(batch_idx, self.generator))
         repeated = [t for t in tasks for _ in range(self.rollout.group_size)]
         was_training = self.policy.training
         self.policy.eval()
-        rollouts = sample_rollouts(self.policy, [t.prompt_ids for t in repeated],
-                                   self.rollout.max_new_tokens, self.rollout.sampling,
-                                   self.rollout.eos_id, self.rollout.pad_id, self.generator)
+        rollouts = self.generate(repeated, batch_idx)
         self.policy.train(was_training)
         return repeated, rollouts
+
+    def generate(self, tasks: list, batch_idx: int) -> Rollouts:
+        """Rollouts of ``tasks`` from the policy; subclasses generate otherwise (multi-turn
+        episodes, other proposals)."""
+        return sample_rollouts(self.policy, [t.prompt_ids for t in tasks],
+                               self.rollout.max_new_tokens, self.rollout.sampling,
+                               self.rollout.eos_id, self.rollout.pad_id, self.generator)
 
     def parameter_groups(self) -> list[dict]:
         """What the optimizer trains: the policy (subclasses add their own heads)."""
@@ -101,7 +108,7 @@ class _OnPolicyModule(L.LightningModule):
 class GRPOModule(_OnPolicyModule):
     """GRPO with an outcome ``reward(task, completion) -> float``. Subclasses may override
     ``advantages`` (per sample or per token: Prospective Hindsight's surprise weighting, a
-    distillation term) and ``sample`` (multi-turn episodes)."""
+    distillation term) and ``generate`` (multi-turn episodes)."""
 
     def __init__(self, policy, prompts: PromptSource, reward: Callable, rollout: RolloutConfig,
                  grpo: GRPOConfig, reference=None, seed: int = 0) -> None:
