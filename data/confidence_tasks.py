@@ -177,7 +177,7 @@ class ConfidenceAdditionTask:
                 "retry_fraction": self.retry_fraction, "tool_fraction": self.tool_fraction,
                 "probe_fraction": self.probe_fraction, "calibrated": self.calibrated}
 
-    def stated_confidence(self, digits: int, rng: np.random.Generator) -> int:
+    def training_confidence(self, digits: int, rng: np.random.Generator) -> int:
         """k of the training example's ``<conf_k>``."""
         if self.calibrated:
             return round(9 * (1 - self.noise) ** digits)
@@ -193,7 +193,7 @@ class ConfidenceAdditionTask:
             (a, b), = arithmetic.addition_problems(1, digits, rng)
             problem = make_prompt(a, b, digits, self.max_digits,
                                   tool=rng.random() < self.tool_fraction)
-            k = self.stated_confidence(digits, rng)
+            k = self.training_confidence(digits, rng)
             if rng.random() < self.probe_fraction:
                 yes = rng.random() < ((1 - self.noise) ** digits if self.calibrated else k / 9)
                 prompt, target, scored = problem.probe_ids, [YES if yes else NO], [True]
@@ -231,7 +231,7 @@ class ConfidenceAdditionTask:
         or the calibrated k)."""
         out = {}
         for digits in self.horizons:
-            stated = CONF0 + (self.stated_confidence(digits, rng) if self.calibrated
+            stated = CONF0 + (self.training_confidence(digits, rng) if self.calibrated
                               else sum(self.confidence_range) // 2)
             pairs = arithmetic.addition_problems(self.held_out_per_horizon, digits, rng)
             out[digits] = ([arithmetic.encode_problem(a, b, digits, self.max_digits) + [stated]
