@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from omegaconf import DictConfig
 
+from common.errors import UserError
 from data.stimulus_world import (
     CONCEPTS,
     random_scenes,
@@ -22,6 +23,8 @@ from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.protofmri import (
+    auroc_table,
+    concept_tuning,
     fit_prototypes,
     match_concepts,
     noise_ceiling,
@@ -29,6 +32,7 @@ from methods.protofmri import (
     pearson,
     pointing_game,
     ridge_cv,
+    select_prototypes,
     tuning_recovery,
 )
 
@@ -43,14 +47,14 @@ def _render_each(scenes, seeds) -> tuple[np.ndarray, np.ndarray]:
 
 
 def synthesis_selectivity(features, layer, readout, population, scenes, images: int,
-                          rng) -> float:
+                          rng, progress=iter) -> float:
     """For every concept: insert it into scenes that lack it, let the model name the voxels
     it expects to rise (top decile of the predicted change), and compare the true
     (noise-free) rise there with the rest, in units of the voxels' root-mean-square tuning
     norm; averaged over concepts."""
     per_concept = []
     unit = (population.weights ** 2).sum(1).mean() ** 0.5
-    for concept in range(len(CONCEPTS)):
+    for concept in progress(range(len(CONCEPTS))):
         lacking = [s for s in scenes if concept not in s][:images]
         seeds = rng.integers(2**31, size=len(lacking))
         before, presence_before = _render_each(lacking, seeds)
@@ -83,8 +87,16 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
     features = patch_features(method.backbone, method.channels, ctx.seed,
                               method.colour_weight, ctx.device)
     tokens = features.tokens(images)
-    layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
-                           method.threshold_quantile, method.salient_fraction, rng)
+    if method.selection == "voxel_greedy":
+        pool = fit_prototypes(tokens[train], method.candidates, method.candidates,
+                              method.threshold_quantile, method.salient_fraction, rng)
+        layer = select_prototypes(pool, tokens[train], y[train], method.prototypes,
+                                  method.top_k)
+    elif method.selection == "kmeans":
+        layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
+                               method.threshold_quantile, method.salient_fraction, rng)
+    else:
+        raise UserError(f"unknown method.selection '{method.selection}' (voxel_greedy, kmeans)")
     a = layer(tokens)
     alphas = list(protocol.alphas)
     readout = ridge_cv(a[train], y[train], alphas, protocol.folds, rng)
@@ -148,19 +160,20 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     features, tokens, layer, readout = fit.features, fit.tokens, fit.layer, fit.readout
     a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     nc = noise_ceiling(repeats[:, test])
-    match, aurocs = match_concepts(a[test], stimuli.presence[test])
+    table = auroc_table(a[test], stimuli.presence[test])
+    match, aurocs = match_concepts(table)
+    tuning = concept_tuning(readout.coef, a[test], stimuli.presence[test], table)
     pointing = pointing_game(layer.patch_activations(tokens[test]), stimuli.masks[test], match)
     selectivity = synthesis_selectivity(features, layer, readout, population,
                                         [scenes[i] for i in test], protocol.synthesis_images,
-                                        rng)
+                                        rng, lambda it: ctx.progress(it, "synthesis"))
     ctx.save_table("concepts", [{"concept": c, "prototype": int(match[i]),
                                  "auroc": float(aurocs[i])} for i, c in enumerate(CONCEPTS)])
     ctx.save_table("voxels", [{"voxel": v, "r_proto": float(r_proto[v]),
                                "r_blackbox": float(r_black[v]), "noise_ceiling": float(nc[v]),
                                "true_noise_ceiling": float(population.true_noise_ceiling[v])}
                               for v in range(data.voxels)])
-    ctx.save_figure("encoder", _figure(r_proto, r_black, readout.coef, match, population,
-                                       aurocs))
+    ctx.save_figure("encoder", _figure(r_proto, r_black, tuning, population, aurocs))
     return {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
             "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
             "pred_over_noise_ceiling": float((r_proto ** 2).mean() / nc.mean()),
@@ -169,12 +182,14 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                               .mean()),
             "concept_recovery_auroc_mean": float(aurocs.mean()),
             "localisation_pointing_game": pointing,
-            "tuning_recovery_corr": tuning_recovery(readout.coef, match, population.weights),
+            "tuning_recovery_corr": tuning_recovery(tuning, population.weights),
+            "tuning_recovery_corr_matched_only": tuning_recovery(readout.coef[match].T,
+                                                                 population.weights),
             "synthesis_selectivity": selectivity,
             "active_prototypes_per_image": float((a[test] > 0).sum(1).mean())}
 
 
-def _figure(r_proto, r_black, coef, match, population, aurocs):
+def _figure(r_proto, r_black, tuning, population, aurocs):
     fig, axes = subplots(3, panel=(4.4, 3.8))
     axes[0].scatter(r_black, r_proto, s=6)
     lim = [min(r_black.min(), r_proto.min()), max(r_black.max(), r_proto.max())]
@@ -184,8 +199,8 @@ def _figure(r_proto, r_black, coef, match, population, aurocs):
     axes[1].bar(range(len(CONCEPTS)), aurocs)
     axes[1].set_xticks(range(len(CONCEPTS)), CONCEPTS, rotation=60, fontsize=7)
     axes[1].set(ylim=(0.4, 1.0), ylabel="AUROC", title="concept -> matched prototype")
-    axes[2].scatter(population.weights.ravel(), coef[match].T.ravel(), s=4)
-    axes[2].set(xlabel="planted weight W*", ylabel="readout weight of matched prototype",
+    axes[2].scatter(population.weights.ravel(), tuning.ravel(), s=4)
+    axes[2].set(xlabel="planted weight W*", ylabel="learned tuning (readout x rise)",
                 title="tuning recovery")
     fig.tight_layout()
     return fig

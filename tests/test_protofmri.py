@@ -14,11 +14,15 @@ from methods.protofmri import (
     PrototypeLayer,
     attributions,
     auroc,
+    auroc_table,
+    concept_tuning,
     fit_prototypes,
     noise_ceiling,
     push,
     ridge_cv,
     ridge_fit,
+    select_prototypes,
+    tuning_recovery,
 )
 
 from .conftest import run_failing, run_paper
@@ -104,6 +108,43 @@ def test_prototype_order_does_not_change_predictions():
     coef_a, int_a = ridge_fit(a, y, 1.0)
     coef_b, int_b = ridge_fit(b, y, 1.0)
     np.testing.assert_allclose(a @ coef_a + int_a, b @ coef_b + int_b, atol=1e-8)
+
+
+@pytest.mark.parametrize("voxels", [5, 90])  # 90 > 40 images: the SVD-reduced target
+def test_greedy_selection_equals_brute_force_forward_selection(voxels):
+    tokens, _ = _tokens()
+    pool = fit_prototypes(tokens, 10, 10, 0.8, 0.5, np.random.default_rng(0), sample=2000)
+    a = pool(tokens)
+    rng = np.random.default_rng(4)
+    y = a[:, [1, 6]] @ rng.standard_normal((2, voxels)) + 0.3 * rng.standard_normal(
+        (len(a), voxels))
+    z = (y - y.mean(0)) / y.std(0)
+    chosen: list[int] = []
+    for _ in range(4):  # refit least squares for every candidate at every step
+        rss = {}
+        for c in set(range(10)) - set(chosen):
+            x = np.c_[np.ones(len(a)), a[:, chosen + [c]]]
+            rss[c] = ((z - x @ np.linalg.lstsq(x, z, rcond=None)[0]) ** 2).sum()
+        chosen.append(min(rss, key=rss.get))
+    layer = select_prototypes(pool, tokens, y, 4, 2)
+    np.testing.assert_array_equal(layer.prototypes, pool.prototypes[chosen])
+    np.testing.assert_array_equal(layer.thresholds, pool.thresholds[chosen])
+    assert layer.top_k == 2
+    with pytest.raises(ValueError, match="pool of 10"):
+        select_prototypes(pool, tokens, y, 11, 2)
+
+
+def test_concept_tuning_recovers_the_planted_weights_of_perfect_detectors():
+    rng = np.random.default_rng(6)
+    presence = (rng.random((300, 4)) < 0.3).astype(float)
+    planted = rng.lognormal(size=(20, 4)) * (rng.random((20, 4)) < 0.5)
+    # prototypes 0 and 1 both detect concept 2 (activation 2 when shown); 2, 3, 4 detect 0, 1, 3
+    a = 2.0 * presence[:, [2, 2, 0, 1, 3]]
+    coef = np.stack([planted[:, 2] / 4, planted[:, 2] / 4, planted[:, 0] / 2,
+                     planted[:, 1] / 2, planted[:, 3] / 2])
+    tuning = concept_tuning(coef, a, presence, auroc_table(a, presence))
+    np.testing.assert_allclose(tuning, planted, atol=1e-12)
+    assert tuning_recovery(tuning, planted) == pytest.approx(1.0)
 
 
 def test_renderer_masks_and_presence():

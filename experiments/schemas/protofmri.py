@@ -15,6 +15,8 @@ class ProtoFMRIConfig(MethodConfig):
     channels: int = MISSING  # patch-token size of the frozen conv features
     colour_weight: float = MISSING  # weight of each patch's mean colour appended to its token
     prototypes: int = MISSING  # K
+    selection: str = MISSING  # voxel_greedy | kmeans: how the K prototypes are learned (RECON)
+    candidates: int = MISSING  # voxel_greedy: size of the pushed k-means pool it selects from
     top_k: int = MISSING  # prototypes kept active per image (RECON)
     threshold_quantile: float = MISSING  # theta_k: this quantile of s_k over training patches
     salient_fraction: float = MISSING  # k-means on this largest-norm share of patch tokens
@@ -37,7 +39,6 @@ class StimulusWorldConfig(DatasetConfig):
     noise_ceiling: list[float] = MISSING  # range of the voxels' true noise ceilings
 
 
-PROTOCOL = ProtofmriProtocol
 @dataclass
 class Algonauts2023Config(DatasetConfig):
     root: str = MISSING  # the challenge data folder (subj01 ... subj08 inside)
@@ -48,5 +49,6 @@ class Algonauts2023Config(DatasetConfig):
     test_fraction: float = MISSING  # held-out share of the images
 
 
+PROTOCOL = ProtofmriProtocol
 METHODS = {"protofmri": ProtoFMRIConfig}
 DATASETS = {"stimulus_world": StimulusWorldConfig, "algonauts2023": Algonauts2023Config}

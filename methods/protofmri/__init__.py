@@ -5,6 +5,8 @@ in a stimulus and whose weights give each voxel's selectivity."""
 from methods.protofmri.analysis import (
     attributions,
     auroc,
+    auroc_table,
+    concept_tuning,
     match_concepts,
     noise_ceiling,
     pearson,
@@ -21,10 +23,12 @@ from methods.protofmri.model import (
     push,
     ridge_cv,
     ridge_fit,
+    select_prototypes,
 )
 
 __all__ = [
     "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
-    "fit_prototypes", "match_concepts", "noise_ceiling", "patch_features", "pearson",
-    "pointing_game", "push", "ridge_cv", "ridge_fit", "tuning_recovery",
+    "auroc_table", "concept_tuning", "fit_prototypes", "match_concepts", "noise_ceiling",
+    "patch_features", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
+    "select_prototypes", "tuning_recovery",
 ]

@@ -39,22 +39,40 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(roc_auc_score(positive, scores))
 
 
-def match_concepts(activations: np.ndarray, presence: np.ndarray) -> tuple[np.ndarray,
-                                                                          np.ndarray]:
-    """Hungarian matching of concepts to prototypes by AUROC (a_k detecting concept c):
-    (prototype per concept (C,), its AUROC (C,))."""
-    table = np.array([[auroc(activations[:, k], presence[:, c])
-                       for k in range(activations.shape[1])] for c in range(presence.shape[1])])
+def auroc_table(activations: np.ndarray, presence: np.ndarray) -> np.ndarray:
+    """(C, K) AUROC of every prototype's activation a_k as a detector of every concept."""
+    return np.array([[auroc(activations[:, k], presence[:, c])
+                      for k in range(activations.shape[1])] for c in range(presence.shape[1])])
+
+
+def match_concepts(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hungarian matching of concepts to prototypes on an ``auroc_table``: (prototype per
+    concept (C,), its AUROC (C,))."""
     rows, cols = linear_sum_assignment(-table)
-    match = np.empty(presence.shape[1], dtype=int)
+    match = np.empty(table.shape[0], dtype=int)
     match[rows] = cols
-    return match, table[np.arange(presence.shape[1]), match]
+    return match, table[np.arange(table.shape[0]), match]
 
 
-def tuning_recovery(coef: np.ndarray, match: np.ndarray, planted: np.ndarray) -> float:
-    """Correlation over all (voxel, concept) pairs between the readout weight of the
-    concept's matched prototype and the planted weight."""
-    learned = coef[match].T  # (V, C)
+def concept_tuning(coef: np.ndarray, activations: np.ndarray, presence: np.ndarray,
+                   table: np.ndarray) -> np.ndarray:
+    """(V, C) each voxel's learned tuning to each concept, read off the readout: every
+    prototype is named by the concept it detects best (many prototypes may share one), and
+    T_vc = sum over the prototypes named c of W_vk (E[a_k | c shown] - E[a_k | c absent]),
+    in response units like the planted weights."""
+    named = table.argmax(0)
+    tuning = np.zeros((coef.shape[1], presence.shape[1]))
+    for k, concept in enumerate(named):
+        shown = presence[:, concept] > 0.5
+        if shown.all() or not shown.any():
+            continue
+        rise = activations[shown, k].mean() - activations[~shown, k].mean()
+        tuning[:, concept] += coef[k] * rise
+    return tuning
+
+
+def tuning_recovery(learned: np.ndarray, planted: np.ndarray) -> float:
+    """Correlation over all (voxel, concept) pairs of learned and planted tuning (V, C)."""
     return float(np.corrcoef(learned.ravel(), planted.ravel())[0, 1])
 
 

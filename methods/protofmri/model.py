@@ -9,6 +9,10 @@
   quantile of s_k over training patches, then only the ``top_k`` largest a_k per image are
   kept (RECON: the paper's exact sparsifier is not public). ``push`` replaces every
   prototype by its nearest training patch token (interpretable by construction).
+- Prototype learning (RECON, ``method.selection``): ``voxel_greedy`` (default) pushes a
+  larger k-means pool to real patches and keeps the K candidates that best explain the
+  training voxels, chosen greedily (orthogonal matching pursuit over all voxels at once);
+  ``kmeans`` keeps K k-means centres directly.
 - Readout y_v = W_v a + b_v by ridge in closed form, alpha per voxel from a grid by
   k-fold cross-validation; the black-box baseline is the same ridge on the full tokens.
 """
@@ -142,6 +146,38 @@ def fit_prototypes(tokens: np.ndarray, count: int, top_k: int, quantile: float,
     return layer
 
 
+def select_prototypes(pool: PrototypeLayer, tokens: np.ndarray, y: np.ndarray, count: int,
+                      top_k: int) -> PrototypeLayer:
+    """The ``count`` prototypes of ``pool`` whose activations best explain the voxels,
+    chosen greedily (orthogonal matching pursuit with all voxels as one multi-output target):
+    each step adds the candidate whose activation, made orthogonal to those already chosen,
+    removes the most residual variance of the z-scored responses. Selection uses the pool's
+    dense activations; ``top_k`` applies to the result. When voxels outnumber images the
+    target is replaced by U S of its SVD, which leaves every step's gain unchanged."""
+    if count > len(pool.prototypes):
+        raise ValueError(f"cannot select {count} prototypes from a pool of "
+                         f"{len(pool.prototypes)}")
+    dense = PrototypeLayer(pool.prototypes, pool.thresholds, len(pool.prototypes))
+    q = dense(tokens)
+    q = q - q.mean(0)
+    residual = (y - y.mean(0)) / (y.std(0) + 1e-12)
+    if residual.shape[1] > residual.shape[0]:
+        u, s, _ = np.linalg.svd(residual, full_matrices=False)
+        residual = u * s
+    chosen: list[int] = []
+    for _ in range(count):
+        norms2 = (q ** 2).sum(0)
+        gain = ((q.T @ residual) ** 2).sum(1) / np.maximum(norms2, 1e-12)
+        gain[norms2 < 1e-12] = -1.0
+        gain[chosen] = -np.inf
+        best = int(gain.argmax())
+        chosen.append(best)
+        unit = q[:, best] / np.sqrt(max(norms2[best], 1e-12))
+        residual -= np.outer(unit, unit @ residual)
+        q -= np.outer(unit, unit @ q)
+    return PrototypeLayer(pool.prototypes[chosen].copy(), pool.thresholds[chosen].copy(), top_k)
+
+
 def push(prototypes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """Each prototype replaced by its most similar (cosine) real patch token."""
     nearest = (_normalize(prototypes) @ _normalize(tokens).T).argmax(1)
@@ -158,30 +194,38 @@ class Ridge:
         return x @ self.coef + self.intercept
 
 
+def _centred_svd(x: np.ndarray, y: np.ndarray):
+    mx, my = x.mean(0), y.mean(0)
+    u, s, vt = np.linalg.svd(x - mx, full_matrices=False)
+    return mx, my, s, vt, u.T @ (y - my)
+
+
+def _coef(s: np.ndarray, vt: np.ndarray, uty: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    return vt.T @ (s[:, None] / (s[:, None] ** 2 + alphas[None, :]) * uty)
+
+
 def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float | np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
     """Closed-form ridge with an unpenalised intercept: (coef (F, V), intercept (V,)); one
     alpha, or one per voxel."""
-    mx, my = x.mean(0), y.mean(0)
-    xc, yc = x - mx, y - my
-    u, s, vt = np.linalg.svd(xc, full_matrices=False)
-    uty = u.T @ yc  # (r, V)
-    alphas = np.broadcast_to(np.asarray(alpha, dtype=float), (y.shape[1],))
-    shrink = s[:, None] / (s[:, None] ** 2 + alphas[None, :])  # (r, V)
-    coef = vt.T @ (shrink * uty)
+    mx, my, s, vt, uty = _centred_svd(x, y)
+    coef = _coef(s, vt, uty, np.broadcast_to(np.asarray(alpha, dtype=float), (y.shape[1],)))
     return coef, my - mx @ coef
 
 
 def ridge_cv(x: np.ndarray, y: np.ndarray, alphas, folds: int, rng: np.random.Generator
              ) -> Ridge:
-    """Ridge with alpha chosen per voxel from ``alphas`` by k-fold cross-validated MSE."""
+    """Ridge with alpha chosen per voxel from ``alphas`` by k-fold cross-validated MSE (one
+    SVD per fold serves every alpha)."""
     order = rng.permutation(len(x))
     errors = np.zeros((len(alphas), y.shape[1]))
     for fold in np.array_split(order, folds):
         train = np.setdiff1d(order, fold)
+        mx, my, s, vt, uty = _centred_svd(x[train], y[train])
+        held = (x[fold] - mx) @ vt.T  # (n_fold, r)
         for i, alpha in enumerate(alphas):
-            coef, intercept = ridge_fit(x[train], y[train], alpha)
-            errors[i] += ((x[fold] @ coef + intercept - y[fold]) ** 2).sum(0)
+            shrunk = s[:, None] / (s[:, None] ** 2 + alpha) * uty
+            errors[i] += ((held @ shrunk + my - y[fold]) ** 2).sum(0)
     best = np.asarray(alphas, dtype=float)[errors.argmin(0)]
     coef, intercept = ridge_fit(x, y, best)
     return Ridge(coef, intercept, best)
