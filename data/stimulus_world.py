@@ -3,8 +3,9 @@
 Each 64 x 64 RGB image shows 1-3 of 12 concepts (coloured shapes and textures: disk,
 square, triangle, stripes, checker, ring, cross, diamond, dot grid, face and house glyphs)
 at random positions and sizes over a faint texture; the renderer returns each concept's
-mask. Voxels have sparse planted tuning (1-3 concepts, lognormal weights); a voxel's
-response is its weights times the presence of its concepts plus Gaussian noise, measured
+mask. Voxels have sparse planted tuning (1-3 concepts, lognormal weights) and optionally a
+Gaussian population receptive field (pRF); a voxel's response is its weights times its
+concepts' presence (or, with pRFs, their overlap with the pRF) plus Gaussian noise, measured
 in ``repeats`` repeats with the noise set so that each voxel's true noise ceiling lies in
 ``noise_ceiling`` (written for this project).
 """
@@ -100,29 +101,61 @@ def random_scenes(n: int, rng: np.random.Generator, max_concepts: int = 3) -> li
 @dataclass
 class VoxelPopulation:
     weights: np.ndarray  # (V, 12) planted tuning W*
+    prf_centres: np.ndarray  # (V, 2) pixel (row, col) of each voxel's population receptive field
+    prf_sigma: float | None  # its width in pixels (None: no pRF, the response sees presence)
     noise_sd: np.ndarray  # (V,)
     true_noise_ceiling: np.ndarray  # (V,) in [0, 1], for ``repeats`` averaged repeats
 
 
-def voxel_population(voxels: int, presence_rate: float, repeats: int,
-                     noise_ceiling: tuple[float, float], rng: np.random.Generator
-                     ) -> VoxelPopulation:
-    """Sparse lognormal tuning; noise so that NC = var_s / (var_s + var_n / repeats) is
-    uniform in ``noise_ceiling`` (var_s from the concepts' presence rate)."""
+def concept_drive(masks: np.ndarray, centres: np.ndarray, sigma: float | None,
+                  cell: int = 4) -> np.ndarray:
+    """(N, C, V) how much each concept drives each voxel: its presence without pRFs, else the
+    voxel's Gaussian pRF (peak 1) averaged over the concept's pixels (on ``cell`` x ``cell``
+    pixel blocks), so a concept at the pRF's centre drives it fully, one far away not at
+    all."""
+    n, c, h, w = masks.shape
+    present = masks.any(axis=(2, 3)).astype(np.float32)
+    if sigma is None:
+        return np.repeat(present[:, :, None], len(centres), axis=2)
+    cover = masks.reshape(n, c, h // cell, cell, w // cell, cell).mean(axis=(3, 5),
+                                                                      dtype=np.float32)
+    cover = cover.reshape(n, c, -1)
+    rows, cols = np.mgrid[:h // cell, :w // cell] * cell + (cell - 1) / 2
+    grid = np.stack([rows.ravel(), cols.ravel()], 1)  # (cells, 2)
+    gauss = np.exp(-((grid[:, None] - centres[None]) ** 2).sum(-1) / (2 * sigma ** 2))
+    return (cover @ gauss.astype(np.float32)) / np.maximum(cover.sum(-1, keepdims=True), 1e-12)
+
+
+def clean_responses(population: VoxelPopulation, masks: np.ndarray) -> np.ndarray:
+    """(N, V) noise-free responses: sum over concepts of W*_vc times the concept's drive."""
+    drive = concept_drive(masks, population.prf_centres, population.prf_sigma)
+    return np.einsum("ncv,vc->nv", drive, population.weights)
+
+
+def voxel_population(voxels: int, masks: np.ndarray, repeats: int,
+                     noise_ceiling: tuple[float, float], rng: np.random.Generator,
+                     prf_sigma: float | None = None) -> VoxelPopulation:
+    """Sparse lognormal tuning (1-3 concepts per voxel), pRF centres uniform over the central
+    square of the image, and noise set so that NC = var_s / (var_s + var_n / repeats) is
+    uniform in ``noise_ceiling`` (var_s: the clean responses' variance over ``masks``)."""
     k = len(CONCEPTS)
     weights = np.zeros((voxels, k))
     for v in range(voxels):
         tuned = rng.choice(k, int(rng.integers(1, 4)), replace=False)
         weights[v, tuned] = rng.lognormal(0.0, 0.5, len(tuned))
-    signal_var = (weights ** 2).sum(1) * presence_rate * (1 - presence_rate)
-    nc = rng.uniform(*noise_ceiling, voxels)
-    noise_var = repeats * signal_var * (1 - nc) / nc
-    return VoxelPopulation(weights, np.sqrt(noise_var), nc)
+    centres = rng.uniform(SIZE / 8, SIZE * 7 / 8, (voxels, 2))
+    population = VoxelPopulation(weights, centres, prf_sigma, np.zeros(voxels),
+                                 np.zeros(voxels))
+    signal_var = clean_responses(population, masks).var(0)
+    population.true_noise_ceiling = rng.uniform(*noise_ceiling, voxels)
+    population.noise_sd = np.sqrt(repeats * signal_var * (1 - population.true_noise_ceiling)
+                                  / population.true_noise_ceiling)
+    return population
 
 
-def responses(population: VoxelPopulation, presence: np.ndarray, repeats: int,
+def responses(population: VoxelPopulation, masks: np.ndarray, repeats: int,
               rng: np.random.Generator) -> np.ndarray:
     """(repeats, N, V) noisy responses."""
-    clean = presence @ population.weights.T
+    clean = clean_responses(population, masks)
     return clean[None] + population.noise_sd[None, None] * rng.standard_normal(
         (repeats, *clean.shape))

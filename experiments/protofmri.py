@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from common.errors import UserError
 from data.stimulus_world import (
     CONCEPTS,
+    clean_responses,
     random_scenes,
     render,
     responses,
@@ -38,12 +39,12 @@ from methods.protofmri import (
 
 
 def _render_each(scenes, seeds) -> tuple[np.ndarray, np.ndarray]:
-    """Images and presence, each image from its own seed (so that adding a concept to a
+    """Images and masks, each image from its own seed (so that adding a concept to a
     scene leaves its texture and its other objects where they were)."""
     out = [render([scene], np.random.default_rng(int(seed))) for scene, seed in
            zip(scenes, seeds, strict=True)]
     return (np.concatenate([o.images for o in out]),
-            np.concatenate([o.presence for o in out]))
+            np.concatenate([o.masks for o in out]))
 
 
 def synthesis_selectivity(features, layer, readout, population, scenes, images: int,
@@ -57,11 +58,12 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
     for concept in progress(range(len(CONCEPTS))):
         lacking = [s for s in scenes if concept not in s][:images]
         seeds = rng.integers(2**31, size=len(lacking))
-        before, presence_before = _render_each(lacking, seeds)
-        after, presence_after = _render_each([s + [concept] for s in lacking], seeds)
+        before, masks_before = _render_each(lacking, seeds)
+        after, masks_after = _render_each([s + [concept] for s in lacking], seeds)
         predicted = (readout.predict(layer(features.tokens(after)))
                      - readout.predict(layer(features.tokens(before)))).mean(0)
-        true = ((presence_after - presence_before) @ population.weights.T).mean(0)
+        true = (clean_responses(population, masks_after)
+                - clean_responses(population, masks_before)).mean(0)
         tuned = predicted >= np.quantile(predicted, 0.9)
         per_concept.append((true[tuned].mean() - true[~tuned].mean()) / unit)
     return float(np.mean(per_concept))
@@ -151,9 +153,9 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     n = data.train_images + data.test_images
     scenes = random_scenes(n, rng, data.max_concepts)
     stimuli = render(scenes, rng)
-    population = voxel_population(data.voxels, float(stimuli.presence.mean()), data.repeats,
-                                  tuple(data.noise_ceiling), rng)
-    repeats = responses(population, stimuli.presence, data.repeats, rng)
+    population = voxel_population(data.voxels, stimuli.masks, data.repeats,
+                                  tuple(data.noise_ceiling), rng, data.prf_sigma)
+    repeats = responses(population, stimuli.masks, data.repeats, rng)
     y = repeats.mean(0)
     train, test = np.arange(data.train_images), np.arange(data.train_images, n)
     fit = fit_encoders(stimuli.images, y, train, test, cfg, ctx, rng)

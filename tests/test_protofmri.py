@@ -8,7 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.stimulus_world import CONCEPTS, render, responses, voxel_population
+from data.stimulus_world import (
+    CONCEPTS,
+    concept_drive,
+    random_scenes,
+    render,
+    responses,
+    voxel_population,
+)
 from methods.protofmri import (
     PatchFeatures,
     PrototypeLayer,
@@ -79,9 +86,9 @@ def test_cross_validated_alpha_is_the_brute_force_choice():
 
 def test_noise_ceiling_estimate_matches_the_planted_value():
     rng = np.random.default_rng(3)
-    presence = (rng.random((4000, 12)) < 0.2).astype(float)
-    population = voxel_population(40, 0.2, 3, (0.2, 0.8), rng)
-    estimate = noise_ceiling(responses(population, presence, 3, rng))
+    masks = render(random_scenes(5000, rng), rng).masks
+    population = voxel_population(40, masks, 3, (0.2, 0.8), rng, prf_sigma=12.0)
+    estimate = noise_ceiling(responses(population, masks, 3, rng))
     np.testing.assert_allclose(estimate, population.true_noise_ceiling, atol=0.05)
 
 
@@ -153,6 +160,21 @@ def test_renderer_masks_and_presence():
     assert stimuli.masks[1, 3].any() and stimuli.masks[1, 7].any()
     assert not stimuli.masks[0, 1:].any()
     assert len(CONCEPTS) == 12
+
+
+def test_prf_drive_is_the_gaussian_over_the_concept_and_presence_without_prf():
+    masks = np.zeros((2, 12, 64, 64), dtype=bool)
+    masks[0, 3, 20:24, 40:44] = True  # one 4 x 4 block, centre (21.5, 41.5)
+    masks[1, 5, 0:8, 0:4] = True  # two blocks, centres (1.5, 1.5) and (5.5, 1.5)
+    centres = np.array([[21.5, 41.5], [1.5, 11.5]])
+    drive = concept_drive(masks, centres, sigma=5.0)
+    gauss = lambda p, c: np.exp(-((np.array(p) - c) ** 2).sum() / 50.0)  # noqa: E731
+    np.testing.assert_allclose(drive[0, 3], [1.0, gauss((21.5, 41.5), centres[1])], rtol=1e-5)
+    expected = [(gauss((1.5, 1.5), c) + gauss((5.5, 1.5), c)) / 2 for c in centres]
+    np.testing.assert_allclose(drive[1, 5], expected, rtol=1e-5)
+    assert drive[0, :3].sum() == 0 and drive[1, 6:].sum() == 0
+    np.testing.assert_array_equal(concept_drive(masks, centres, None)[:, :, 0],
+                                  masks.any(axis=(2, 3)))
 
 
 def test_auroc_by_hand():

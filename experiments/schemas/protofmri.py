@@ -37,6 +37,7 @@ class StimulusWorldConfig(DatasetConfig):
     voxels: int = MISSING
     repeats: int = MISSING
     noise_ceiling: list[float] = MISSING  # range of the voxels' true noise ceilings
+    prf_sigma: float | None = MISSING  # pRF width in pixels (null: responses see presence only)
 
 
 @dataclass
