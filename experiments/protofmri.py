@@ -109,44 +109,72 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
                     pearson(blackbox.predict(flat[test]), y[test]))
 
 
-def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    """``dataset=algonauts2023``: the prototype encoder against the black-box ridge on one
-    subject's real images and responses; held-out prediction and each prototype's top
-    training images (what it stands for must be read off them: no concept labels here)."""
-    from data.algonauts import load_algonauts
+def _random_split(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """(n,) bool test mask of about ``fraction`` of the images."""
+    test = np.zeros(n, dtype=bool)
+    test[rng.permutation(n)[:max(1, int(round(fraction * n)))]] = True
+    return test
 
+
+def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+    """``dataset=algonauts2023`` or ``dataset=nsd``: the prototype encoder against the
+    black-box ridge on one subject's real images and responses; held-out prediction (over
+    the noise ceiling where the raw NSD repeats give one) and each prototype's top training
+    images (what it stands for must be read off them: no concept labels here)."""
     data = cfg.dataset
-    subject = load_algonauts(data.root, data.subject, data.roi_class, data.image_size,
-                             data.limit)
-    n, y = len(subject.images), subject.fmri
-    order = ctx.rng.permutation(n)
-    test_count = max(1, int(round(data.test_fraction * n)))
-    test, train = np.sort(order[:test_count]), np.sort(order[test_count:])
-    fit = fit_encoders(subject.images, y, train, test, cfg, ctx, ctx.rng)
+    nc = None
+    if data.name == "algonauts2023":
+        from data.algonauts import load_algonauts
+
+        subject = load_algonauts(data.root, data.subject, data.roi_class, data.image_size,
+                                 data.limit)
+        images, y, ids = subject.images, subject.fmri, subject.nsd_ids
+        test = _random_split(len(images), data.test_fraction, ctx.rng)
+        labels = {"hemisphere": subject.hemisphere}
+    else:
+        from data.nsd import load_nsd
+
+        subject = load_nsd(data.root, data.subject, data.sessions, data.roi, data.image_size,
+                           data.limit, lambda it: ctx.progress(it, "sessions"))
+        images, y, ids = subject.images, subject.responses, subject.nsd_ids
+        test = subject.shared if subject.shared.any() and not subject.shared.all() else \
+            _random_split(len(images), data.test_fraction, ctx.rng)
+        full = ~np.isnan(subject.repeats).any(axis=(0, 2))
+        if full.sum() >= 10:  # images seen three times
+            nc = noise_ceiling(subject.repeats[:, full])
+        labels = {}
+    train, test = np.flatnonzero(~test), np.flatnonzero(test)
+    fit = fit_encoders(images, y, train, test, cfg, ctx, ctx.rng)
     a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
-    ctx.save_table("voxels", [{"voxel": v, "hemisphere": str(subject.hemisphere[v]),
-                               "r_proto": float(r_proto[v]), "r_blackbox": float(r_black[v])}
+    ctx.save_table("voxels", [{"voxel": v, **{k: str(val[v]) for k, val in labels.items()},
+                               "r_proto": float(r_proto[v]), "r_blackbox": float(r_black[v]),
+                               **({"noise_ceiling": float(nc[v])} if nc is not None else {})}
                               for v in range(y.shape[1])])
     top = np.argsort(-a[train], axis=0)[:5]
     ctx.save_table("prototypes", [{"prototype": k, "top_nsd_ids": " ".join(
-        str(subject.nsd_ids[train[i]]) for i in top[:, k])} for k in range(a.shape[1])])
+        str(ids[train[i]]) for i in top[:, k])} for k in range(a.shape[1])])
     fig, ax = subplots(1, panel=(4.2, 4.0))
     ax.scatter(r_black, r_proto, s=4, alpha=0.5)
     lims = [min(r_black.min(), r_proto.min()), max(r_black.max(), r_proto.max())]
     ax.plot(lims, lims, "k--", lw=0.8)
     ax.set(xlabel="r, black-box ridge on all patch features", ylabel="r, prototypes",
-           title=f"subject {data.subject}: held-out prediction per vertex")
+           title=f"subject {data.subject}: held-out prediction per voxel")
     fig.tight_layout()
     ctx.save_figure("encoder", fig)
-    return {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
-            "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
-            "active_prototypes_per_image": float((a[test] > 0).sum(1).mean()),
-            "images": float(n), "vertices": float(y.shape[1])}
+    metrics = {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
+               "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
+               "active_prototypes_per_image": float((a[test] > 0).sum(1).mean()),
+               "images": float(len(images)), "test_images": float(len(test)),
+               "voxels": float(y.shape[1])}
+    if nc is not None:
+        metrics |= {"pred_over_noise_ceiling": float((r_proto ** 2).mean() / nc.mean()),
+                    "noise_ceiling_mean": float(nc.mean())}
+    return metrics
 
 
 @register_paper("protofmri")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
-    if cfg.dataset.name == "algonauts2023":
+    if cfg.dataset.name in ("algonauts2023", "nsd"):
         return encode_real_subject(cfg, ctx)
     data, protocol = cfg.dataset, cfg.protocol
     rng = ctx.rng

@@ -252,9 +252,89 @@ def test_algonauts_layout_loads_and_runs(tmp_path):
     metrics = run_paper(["+paper=protofmri", "dataset=algonauts2023",
                          f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12",
                          "dataset.test_fraction=0.25"], run_dir)
-    assert metrics["vertices"] == 60 and metrics["r_blackbox_mean"] > 0.5
+    assert metrics["voxels"] == 60 and metrics["r_blackbox_mean"] > 0.5
     assert metrics["r_proto_mean"] > 0.1  # some of the planted colour signal passes 12 prototypes
     assert (run_dir / "tables" / "prototypes.csv").is_file()
     _, failed = run_failing(["+paper=protofmri", "dataset=algonauts2023",
                              f"dataset.root={tmp_path / 'missing'}"], tmp_path / "fail")
     assert "subject 1 not found" in failed["error"]
+
+
+def _write_nsd(root, images=400, seed=0):
+    """A raw NSD release in miniature: 2 sessions of 750 trials showing 400 images (most
+    repeated three times), a 4 x 5 x 3 volume with an ROI, session 1's betas as NIfTI and
+    session 2's as int16 HDF5 (the release's transposed layout, scale 300), and 48 x 48
+    stimuli of coloured quadrants; voxels respond linearly to the quadrant colours."""
+    import h5py
+    import nibabel
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(seed)
+    (root / "nsddata/experiments/nsd").mkdir(parents=True)
+    positions = np.concatenate([rng.permutation(images) for _ in range(4)])[:1500]
+    subjectim = np.stack([rng.permutation(1000)[:images] + 1 for _ in range(8)])
+    savemat(root / "nsddata/experiments/nsd/nsd_expdesign.mat",
+            {"masterordering": positions[None] + 1, "subjectim": subjectim,
+             "sharedix": np.sort(subjectim[0, :60])[None]})
+    roi = np.zeros((4, 5, 3), dtype=np.int16)
+    roi[rng.random((4, 5, 3)) < 0.6] = 1
+    (root / "nsddata/ppdata/subj01/func1pt8mm/roi").mkdir(parents=True)
+    nibabel.save(nibabel.Nifti1Image(roi, np.eye(4)),
+                 root / "nsddata/ppdata/subj01/func1pt8mm/roi/nsdgeneral.nii.gz")
+    colours = rng.random((1000, 12))
+    weights = rng.normal(size=(12, 4, 5, 3))
+    betas = np.einsum("tc,cxyz->xyzt", colours[subjectim[0, positions] - 1], weights)
+    betas += 0.5 * rng.normal(size=betas.shape)
+    folder = root / "nsddata_betas/ppdata/subj01/func1pt8mm/betas_fithrf_GLMdenoise_RR"
+    folder.mkdir(parents=True)
+    nibabel.save(nibabel.Nifti1Image(betas[..., :750].astype(np.float32), np.eye(4)),
+                 folder / "betas_session01.nii.gz")
+    with h5py.File(folder / "betas_session02.hdf5", "w") as f:
+        f["betas"] = np.round(300 * betas[..., 750:]).astype(np.int16).transpose(3, 2, 1, 0)
+    pixels = np.zeros((1000, 48, 48, 3), dtype=np.uint8)
+    for q, (r, c) in enumerate([(0, 0), (0, 24), (24, 0), (24, 24)]):
+        pixels[:, r:r + 24, c:c + 24] = (255 * colours[:, None, None, 3 * q:3 * q + 3])
+    (root / "nsddata_stimuli/stimuli/nsd").mkdir(parents=True)
+    with h5py.File(root / "nsddata_stimuli/stimuli/nsd/nsd_stimuli.hdf5", "w") as f:
+        f["imgBrick"] = pixels
+    return subjectim[0], positions, roi, betas, colours
+
+
+def test_nsd_layout_groups_repeats_and_runs(tmp_path):
+    import nibabel
+
+    from data.nsd import load_nsd
+
+    ids, positions, roi, betas, colours = _write_nsd(tmp_path / "nsd")
+    subject = load_nsd(str(tmp_path / "nsd"), 1, 2, "nsdgeneral", 64)
+    trial_ids = ids[positions] - 1
+    first = trial_ids[np.sort(np.unique(trial_ids, return_index=True)[1])]
+    np.testing.assert_array_equal(subject.nsd_ids, first)
+    assert subject.repeats.shape == (3, 400, int((roi > 0).sum()))
+    counts = np.minimum(np.bincount(trial_ids, minlength=1000)[first], 3)
+    np.testing.assert_array_equal((~np.isnan(subject.repeats[..., 0])).sum(0), counts)
+    # the HDF5 session reads the same voxels in the same order as its NIfTI twin
+    from data.nsd import _session_betas
+
+    folder = tmp_path / "nsd/nsddata_betas/ppdata/subj01/func1pt8mm/betas_fithrf_GLMdenoise_RR"
+    from_hdf5 = _session_betas(folder, 2, roi > 0)
+    nibabel.save(nibabel.Nifti1Image(betas[..., 750:], np.eye(4)),
+                 folder / "betas_session02.nii.gz")
+    np.testing.assert_allclose(_session_betas(folder, 2, roi > 0), from_hdf5, atol=1e-2)
+    # repeats of an image agree far above chance: the trials were grouped by image
+    both = ~np.isnan(subject.repeats[:2, :, 0]).any(0)
+    r = [np.corrcoef(subject.repeats[0, both, v], subject.repeats[1, both, v])[0, 1]
+         for v in range(subject.repeats.shape[2])]
+    assert np.median(r) > 0.5
+    # the stimuli (each image's top-left quadrant has its id's colour) and shared-1000 flags
+    assert subject.images.shape == (400, 3, 64, 64) and subject.shared.sum() == 60
+    np.testing.assert_allclose(subject.images[:, :, 8, 8], colours[subject.nsd_ids, :3],
+                               atol=0.01)
+    run_dir = tmp_path / "run"
+    metrics = run_paper(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path / 'nsd'}",
+                         "dataset.sessions=2", "method.prototypes=12"], run_dir)
+    assert metrics["test_images"] == 60 and 0.5 < metrics["noise_ceiling_mean"] <= 1
+    assert metrics["r_blackbox_mean"] > 0.5 and np.isfinite(metrics["pred_over_noise_ceiling"])
+    _, failed = run_failing(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path}",
+                             "dataset.sessions=2"], tmp_path / "fail")
+    assert "experimental design not found" in failed["error"]

@@ -50,6 +50,19 @@ class Algonauts2023Config(DatasetConfig):
     test_fraction: float = MISSING  # held-out share of the images
 
 
+
+@dataclass
+class NSDConfig(DatasetConfig):
+    root: str = MISSING  # the NSD release folder (nsddata, nsddata_betas, nsddata_stimuli)
+    subject: int = MISSING
+    sessions: int = MISSING  # the first sessions of 750 trials each (40 for subjects 1, 2, 5, 7)
+    roi: str = MISSING  # func1pt8mm ROI volume, e.g. nsdgeneral
+    image_size: int = MISSING
+    limit: int | None = MISSING  # the first images only (null: all)
+    test_fraction: float = MISSING  # held-out share when the shared 1000 are not all or none
+
+
 PROTOCOL = ProtofmriProtocol
 METHODS = {"protofmri": ProtoFMRIConfig}
-DATASETS = {"stimulus_world": StimulusWorldConfig, "algonauts2023": Algonauts2023Config}
+DATASETS = {"stimulus_world": StimulusWorldConfig, "algonauts2023": Algonauts2023Config,
+            "nsd": NSDConfig}
