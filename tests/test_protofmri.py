@@ -29,6 +29,7 @@ from methods.protofmri import (
     ridge_cv,
     ridge_fit,
     select_prototypes,
+    synthesize,
     tuning_recovery,
 )
 
@@ -100,7 +101,7 @@ def test_top_k_sparsity_and_pushed_prototypes_are_real_patches():
     flat = tokens.reshape(-1, tokens.shape[-1])
     distance = np.linalg.norm(layer.prototypes[:, None] - flat[None], axis=-1).min(1)
     np.testing.assert_allclose(distance, 0.0, atol=1e-6)
-    again = push(layer.prototypes + 1e-3, flat)
+    again = push(layer.prototypes + 1e-3, flat, layer.centre)
     np.testing.assert_allclose(again, layer.prototypes, atol=1e-6)
 
 
@@ -108,7 +109,7 @@ def test_prototype_order_does_not_change_predictions():
     tokens, _ = _tokens(seed=1)
     layer = fit_prototypes(tokens, 8, 4, 0.8, 0.5, np.random.default_rng(1), sample=2000)
     perm = np.random.default_rng(2).permutation(8)
-    permuted = PrototypeLayer(layer.prototypes[perm], layer.thresholds[perm], 4)
+    permuted = PrototypeLayer(layer.prototypes[perm], layer.thresholds[perm], 4, layer.centre)
     y = np.random.default_rng(3).standard_normal((len(tokens), 6))
     a, b = layer(tokens), permuted(tokens)
     np.testing.assert_allclose(b, a[:, perm], atol=1e-12)
@@ -145,6 +146,7 @@ def test_concept_tuning_recovers_the_planted_weights_of_perfect_detectors():
     rng = np.random.default_rng(6)
     presence = (rng.random((300, 4)) < 0.3).astype(float)
     planted = rng.lognormal(size=(20, 4)) * (rng.random((20, 4)) < 0.5)
+    planted[np.arange(20), rng.integers(0, 4, 20)] = 1.0  # every voxel is tuned to something
     # prototypes 0 and 1 both detect concept 2 (activation 2 when shown); 2, 3, 4 detect 0, 1, 3
     a = 2.0 * presence[:, [2, 2, 0, 1, 3]]
     coef = np.stack([planted[:, 2] / 4, planted[:, 2] / 4, planted[:, 0] / 2,
@@ -152,6 +154,29 @@ def test_concept_tuning_recovers_the_planted_weights_of_perfect_detectors():
     tuning = concept_tuning(coef, a, presence, auroc_table(a, presence))
     np.testing.assert_allclose(tuning, planted, atol=1e-12)
     assert tuning_recovery(tuning, planted) == pytest.approx(1.0)
+
+
+def test_tokens_do_not_depend_on_the_batch():
+    rng = np.random.default_rng(7)
+    images = render([[c] for c in range(12)] * 3, rng).images
+    features = PatchFeatures(16, seed=3)
+    np.testing.assert_allclose(features.tokens(images, batch=5), features.tokens(images),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_image_synthesis_raises_its_prototype_and_holds_the_others():
+    tokens, stimuli = _tokens(n=24, seed=2)
+    features = PatchFeatures(16, seed=2)
+    layer = fit_prototypes(tokens, 8, 8, 0.9, 0.5, np.random.default_rng(2), sample=1500)
+    before = layer(tokens)
+    target = int(np.argsort(before.mean(0))[0])  # the least active prototype
+    after = layer(features.tokens(synthesize(features, layer, stimuli.images, target, 60,
+                                             0.03, hold=1.0)))
+    rise = after - before
+    assert rise[:, target].mean() > 0.02
+    assert rise[:, target].mean() > 3 * np.abs(np.delete(rise, target, axis=1)).mean()
+    untouched = synthesize(features, layer, stimuli.images, target, 0, 0.03, hold=1.0)
+    np.testing.assert_array_equal(untouched, stimuli.images)
 
 
 def test_renderer_masks_and_presence():

@@ -27,6 +27,10 @@ class ProtofmriProtocol:
     alphas: list[float] = MISSING  # ridge grid, chosen per voxel by cross-validation
     folds: int = MISSING
     synthesis_images: int = MISSING  # scenes per concept in the closed-loop synthesis
+    image_synthesis_images: int = MISSING  # test images per concept, pixel-space synthesis
+    image_synthesis_steps: int = MISSING  # Adam steps on the pixels
+    image_synthesis_lr: float = MISSING
+    image_synthesis_hold: float = MISSING  # weight holding the other prototypes in place
 
 
 @dataclass

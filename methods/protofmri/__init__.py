@@ -24,11 +24,12 @@ from methods.protofmri.model import (
     ridge_cv,
     ridge_fit,
     select_prototypes,
+    synthesize,
 )
 
 __all__ = [
     "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
     "auroc_table", "concept_tuning", "fit_prototypes", "match_concepts", "noise_ceiling",
     "patch_features", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
-    "select_prototypes", "tuning_recovery",
+    "select_prototypes", "synthesize", "tuning_recovery",
 ]

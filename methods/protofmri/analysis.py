@@ -72,8 +72,10 @@ def concept_tuning(coef: np.ndarray, activations: np.ndarray, presence: np.ndarr
 
 
 def tuning_recovery(learned: np.ndarray, planted: np.ndarray) -> float:
-    """Correlation over all (voxel, concept) pairs of learned and planted tuning (V, C)."""
-    return float(np.corrcoef(learned.ravel(), planted.ravel())[0, 1])
+    """Mean over voxels of the correlation between a voxel's learned and planted tuning
+    profiles over concepts (rows of (V, C) arrays): the selectivity's shape, whatever the
+    voxel's overall gain (which its pRF sets)."""
+    return float(pearson(learned.T, planted.T).mean())
 
 
 def pointing_game(patch_maps: np.ndarray, masks: np.ndarray, match: np.ndarray,

@@ -27,11 +27,12 @@ from torch import nn
 
 
 class PatchFeatures(nn.Module):
-    """(N, 3, 64, 64) images -> (N, P, D) patch tokens (P = 8 x 8 grid, D = channels)."""
+    """(N, 3, 64, 64) images -> (N, P, D) patch tokens (P = 8 x 8 grid, D = channels + 3).
+    The mean colour is scaled by ``colour_weight`` times the median conv-token norm on fixed
+    random probe images, so an image's tokens do not depend on the batch it comes in."""
 
     def __init__(self, channels: int = 64, seed: int = 0, colour_weight: float = 3.0) -> None:
         super().__init__()
-        self.colour_weight = colour_weight
         generator = torch.Generator().manual_seed(seed)
         self.conv1 = nn.Conv2d(3, channels // 2, 5, stride=2, padding=2)
         self.conv2 = nn.Conv2d(channels // 2, channels, 3, stride=2, padding=1)
@@ -41,15 +42,25 @@ class PatchFeatures(nn.Module):
                 conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator)
                                   * (2 / fan_in) ** 0.5)
                 conv.bias.zero_()
+            probe = torch.rand((16, 3, 8, 8), generator=generator).repeat_interleave(
+                8, 2).repeat_interleave(8, 3)
+            self.colour_scale = colour_weight * float(self._conv_tokens(probe).norm(
+                dim=-1).median())
         self.requires_grad_(False)
+
+    def _conv_tokens(self, images: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv2(torch.relu(self.conv1(images))))  # (N, D, 16, 16)
+        return nn.functional.avg_pool2d(h, 2).flatten(2).transpose(1, 2)  # (N, 64, D)
+
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        """Differentiable in the pixels (image-space synthesis)."""
+        colour = nn.functional.avg_pool2d(images, images.shape[-1] // 8).flatten(2)
+        return torch.cat([self._conv_tokens(images), self.colour_scale * colour.transpose(1, 2)],
+                         dim=-1)
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.conv2(torch.relu(self.conv1(images))))  # (N, D, 16, 16)
-        h = nn.functional.avg_pool2d(h, 2).flatten(2).transpose(1, 2)  # (N, 64, D)
-        colour = nn.functional.avg_pool2d(images, images.shape[-1] // 8).flatten(2)
-        scale = self.colour_weight * h.norm(dim=-1).median()
-        return torch.cat([h, scale * colour.transpose(1, 2)], dim=-1)
+        return self.encode(images)
 
     def tokens(self, images: np.ndarray, batch: int = 256) -> np.ndarray:
         return np.concatenate([self(torch.as_tensor(images[i:i + batch])).numpy()
@@ -104,13 +115,17 @@ def _normalize(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class PrototypeLayer:
-    prototypes: np.ndarray  # (K, D)
+    prototypes: np.ndarray  # (K, D) real patch tokens
     thresholds: np.ndarray  # (K,)
     top_k: int
+    centre: np.ndarray | float = 0.0  # (D,) mean training token: cosines are taken around it
 
     def similarities(self, tokens: np.ndarray) -> np.ndarray:
-        """(N, K, P) cosine similarity of every patch token to every prototype."""
-        return np.einsum("npd,kd->nkp", _normalize(tokens), _normalize(self.prototypes))
+        """(N, K, P) cosine similarity of every centred patch token to every centred
+        prototype (a frozen backbone's raw tokens share one direction: raw cosines are all
+        near 1)."""
+        return np.einsum("npd,kd->nkp", _normalize(tokens - self.centre),
+                         _normalize(self.prototypes - self.centre))
 
     def patch_activations(self, tokens: np.ndarray) -> np.ndarray:
         """(N, K, P) ReLU(s_kp - theta_k): where on the image each prototype fires."""
@@ -126,21 +141,57 @@ class PrototypeLayer:
         return a
 
 
+def synthesize(features: PatchFeatures, layer: PrototypeLayer, images: np.ndarray, target: int,
+               steps: int, lr: float, hold: float) -> np.ndarray:
+    """Image-space synthesis (RECON, in the manner of feature visualisation): Adam on the
+    pixels raises prototype ``target``'s best patch similarity max_p s_kp (which has a
+    gradient even where the prototype is silent) while a squared penalty (weight ``hold``)
+    holds every other prototype's activation max_p ReLU(s_jp - theta_j) at its start;
+    pixels stay in [0, 1]. Returns the synthesized (N, 3, H, W) images."""
+    x = torch.tensor(images, dtype=torch.float32, requires_grad=True)
+    prototypes = torch.as_tensor(_normalize(layer.prototypes - layer.centre),
+                                 dtype=torch.float32)
+    thresholds = torch.as_tensor(layer.thresholds, dtype=torch.float32)
+    centre = torch.as_tensor(layer.centre, dtype=torch.float32)
+
+    def similarities(pixels: torch.Tensor) -> torch.Tensor:
+        tokens = nn.functional.normalize(features.encode(pixels) - centre, dim=-1)
+        return torch.einsum("npd,kd->nkp", tokens, prototypes)
+
+    with torch.no_grad():
+        start = torch.relu(similarities(x) - thresholds[None, :, None]).amax(-1)
+    others = torch.ones(len(thresholds))
+    others[target] = 0.0
+    optimiser = torch.optim.Adam([x], lr=lr)
+    for _ in range(steps):
+        s = similarities(x)
+        a = torch.relu(s - thresholds[None, :, None]).amax(-1)
+        loss = -s[:, target].amax(-1).mean() + hold * (((a - start) ** 2) * others).sum(1).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        with torch.no_grad():
+            x.clamp_(0.0, 1.0)
+    return x.detach().numpy()
+
+
 def fit_prototypes(tokens: np.ndarray, count: int, top_k: int, quantile: float,
                    salient_fraction: float, rng: np.random.Generator, sample: int = 20000
                    ) -> PrototypeLayer:
-    """k-means prototypes (cosine geometry) on a sample of the ``salient_fraction`` of
-    training patch tokens with the largest norm, pushed to their nearest real token;
-    thresholds at a quantile of each prototype's similarities."""
+    """k-means prototypes (cosine geometry around the mean token) on a sample of the
+    ``salient_fraction`` of training patch tokens farthest from the mean, pushed to their
+    nearest real token; thresholds at a quantile of each prototype's similarities."""
     from sklearn.cluster import KMeans
 
     flat = tokens.reshape(-1, tokens.shape[-1])
-    norms = np.linalg.norm(flat, axis=1)
+    centre = flat.mean(0)
+    norms = np.linalg.norm(flat - centre, axis=1)
     flat = flat[norms >= np.quantile(norms, 1 - salient_fraction)]
     pick = rng.choice(len(flat), min(sample, len(flat)), replace=False)
-    centres = KMeans(count, n_init=3, random_state=int(rng.integers(2**31))).fit(
-        _normalize(flat[pick])).cluster_centers_
-    layer = PrototypeLayer(push(centres, flat[pick]), np.zeros(count), top_k)
+    directions = KMeans(count, n_init=3, random_state=int(rng.integers(2**31))).fit(
+        _normalize(flat[pick] - centre)).cluster_centers_
+    layer = PrototypeLayer(push(directions + centre, flat[pick], centre), np.zeros(count),
+                           top_k, centre)
     sims = layer.similarities(tokens[: max(1, sample // tokens.shape[1])])
     layer.thresholds = np.quantile(sims.transpose(1, 0, 2).reshape(count, -1), quantile, axis=1)
     return layer
@@ -157,7 +208,7 @@ def select_prototypes(pool: PrototypeLayer, tokens: np.ndarray, y: np.ndarray, c
     if count > len(pool.prototypes):
         raise ValueError(f"cannot select {count} prototypes from a pool of "
                          f"{len(pool.prototypes)}")
-    dense = PrototypeLayer(pool.prototypes, pool.thresholds, len(pool.prototypes))
+    dense = PrototypeLayer(pool.prototypes, pool.thresholds, len(pool.prototypes), pool.centre)
     q = dense(tokens)
     q = q - q.mean(0)
     residual = (y - y.mean(0)) / (y.std(0) + 1e-12)
@@ -175,12 +226,15 @@ def select_prototypes(pool: PrototypeLayer, tokens: np.ndarray, y: np.ndarray, c
         unit = q[:, best] / np.sqrt(max(norms2[best], 1e-12))
         residual -= np.outer(unit, unit @ residual)
         q -= np.outer(unit, unit @ q)
-    return PrototypeLayer(pool.prototypes[chosen].copy(), pool.thresholds[chosen].copy(), top_k)
+    return PrototypeLayer(pool.prototypes[chosen].copy(), pool.thresholds[chosen].copy(), top_k,
+                          pool.centre)
 
 
-def push(prototypes: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Each prototype replaced by its most similar (cosine) real patch token."""
-    nearest = (_normalize(prototypes) @ _normalize(tokens).T).argmax(1)
+def push(prototypes: np.ndarray, tokens: np.ndarray, centre: np.ndarray | float = 0.0
+         ) -> np.ndarray:
+    """Each prototype replaced by its most similar real patch token (cosine around
+    ``centre``)."""
+    nearest = (_normalize(prototypes - centre) @ _normalize(tokens - centre).T).argmax(1)
     return tokens[nearest].copy()
 
 
