@@ -9,14 +9,18 @@ by construction: RGB neighbours share colours, IR neighbours share shapes. Image
 horizontal shift, brightness and noise. Each task has training identities and disjoint test
 identities (query and gallery images in both modalities).
 
-``regdb_stream`` / ``sysu_stream``: the real datasets on a user's machine, one task each
-(RegDB: ``idx/{train,test}_{visible,thermal}_{trial}.txt`` with "path label" lines;
-SYSU-MM01: ``cam{1..6}/{pid:04d}/*.jpg`` with ``exp/{train,test}_id.txt``; RGB cameras 1, 2,
-4, 5 and IR cameras 3, 6), resized in plain torch.
+``regdb_stream`` / ``sysu_stream`` / ``llcm_stream``: the real datasets on a user's machine,
+one task each (RegDB: ``idx/{train,test}_{visible,thermal}_{trial}.txt`` with "path label"
+lines; SYSU-MM01: ``cam{1..6}/{pid:04d}/*.jpg`` with ``exp/{train,test}_id.txt``; RGB
+cameras 1, 2, 4, 5 and IR cameras 3, 6; LLCM: ``idx/{train,test}_{vis,nir}.txt`` with "path
+label" lines, files named ``<pid>_c<cam>_s..._{vis,nir}.jpg``, the camera number shared by
+the two modalities), resized in plain torch. In a stream of real datasets each task's
+identities are offset by 100000 x its position, so no two datasets share a label.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +159,43 @@ def sysu_stream(root: str, height: int, width: int, max_images_per_id: int) -> l
     return [ReidTask("sysu", splits["train"], splits["test"])]
 
 
+LLCM_CAMERA = re.compile(r"_c(\d+)_")
+
+
+def llcm_stream(root: str, height: int, width: int, max_images_per_id: int) -> list[ReidTask]:
+    base = Path(root)
+    if not (base / "idx" / "train_vis.txt").exists():
+        raise UserError(f"LLCM not found at {base} (expected idx/train_vis.txt, "
+                        "idx/train_nir.txt, ...; the dataset is distributed on request)")
+    splits = {}
+    for split in ("train", "test"):
+        paths, ids, modality, cams = [], [], [], []
+        for mod, name in ((RGB, "vis"), (IR, "nir")):
+            taken: dict[int, int] = {}
+            for line in (base / "idx" / f"{split}_{name}.txt").read_text().split("\n"):
+                if not line.strip():
+                    continue
+                path, label = line.split()
+                camera = LLCM_CAMERA.search(Path(path).name)
+                if camera is None:
+                    raise UserError(f"LLCM: no camera (_c<number>_) in the file name {path}")
+                pid = int(label) + (10000 if split == "test" else 0)
+                if taken.get(pid, 0) < max_images_per_id:
+                    taken[pid] = taken.get(pid, 0) + 1
+                    paths.append(base / path)
+                    ids.append(pid)
+                    modality.append(mod)
+                    cams.append(int(camera.group(1)))
+        splits[split] = ReidSplit(_load_images(paths, height, width), torch.tensor(ids),
+                                  torch.tensor(modality), torch.tensor(cams))
+    return [ReidTask("llcm", splits["train"], splits["test"])]
+
+
+def _offset_ids(task: ReidTask, offset: int) -> ReidTask:
+    return ReidTask(task.name, *(ReidSplit(s.images, s.ids + offset, s.modality, s.cams)
+                                 for s in (task.train, task.test)))
+
+
 def reid_stream(cfg, rng: np.random.Generator) -> list[ReidTask]:
     """The task stream of a dataset config: ``synthetic``, or real tasks in ``order``."""
     if cfg.name == "synthetic":
@@ -164,9 +205,12 @@ def reid_stream(cfg, rng: np.random.Generator) -> list[ReidTask]:
         loaders = {"regdb": lambda: regdb_stream(cfg.regdb_root, cfg.trial, cfg.height,
                                                  cfg.width),
                    "sysu": lambda: sysu_stream(cfg.sysu_root, cfg.height, cfg.width,
+                                               cfg.max_images_per_id),
+                   "llcm": lambda: llcm_stream(cfg.llcm_root, cfg.height, cfg.width,
                                                cfg.max_images_per_id)}
         unknown = [d for d in cfg.order if d not in loaders]
         if unknown:
-            raise UserError(f"unknown VI-ReID datasets {unknown} (known: regdb, sysu)")
-        return [task for name in cfg.order for task in loaders[name]()]
+            raise UserError(f"unknown VI-ReID datasets {unknown} (known: {', '.join(loaders)})")
+        tasks = [task for name in cfg.order for task in loaders[name]()]
+        return [_offset_ids(task, 100000 * k) for k, task in enumerate(tasks)]
     raise UserError(f"unknown ReID dataset '{cfg.name}' (synthetic, vi_reid)")

@@ -149,3 +149,81 @@ def test_missing_real_dataset_is_one_clear_error(tmp_path):
                              f"dataset.regdb_root={tmp_path}/RegDB",
                              f"dataset.sysu_root={tmp_path}/SYSU"], tmp_path / "run")
     assert "RegDB" in failed["error"] and "\n" not in failed["error"]
+
+
+def _write_reid_datasets(root, ids=4, per_id=3):
+    """RegDB, SYSU-MM01 and LLCM in miniature, in their release layouts: each identity a
+    flat colour (RGB) or grey level (IR) with noise."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+
+    def image(path, pid, infrared):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        level = (40 + 50 * pid) % 255
+        pixels = np.full((32, 16, 3), [level, 255 - level, (7 * level) % 255], dtype=float)
+        if infrared:
+            pixels[:] = pixels.mean(-1, keepdims=True)
+        pixels += rng.normal(0, 8, pixels.shape)
+        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path)
+
+    lines = {}
+    for split, pids in (("train", range(ids)), ("test", range(ids, 2 * ids))):
+        for mod, name in (("Visible", "visible"), ("Thermal", "thermal")):
+            rows = []
+            for pid in pids:
+                for k in range(per_id):
+                    rel = f"{mod}/{pid}/img{k}.bmp"
+                    image(root / "RegDB" / rel, pid, mod == "Thermal")
+                    rows.append(f"{rel} {pid - (ids if split == 'test' else 0)}")
+            lines[(split, name)] = rows
+            (root / "RegDB/idx").mkdir(parents=True, exist_ok=True)
+            (root / "RegDB/idx" / f"{split}_{name}_1.txt").write_text("\n".join(rows) + "\n")
+    (root / "SYSU/exp").mkdir(parents=True)
+    (root / "SYSU/exp/train_id.txt").write_text(",".join(str(p + 1) for p in range(ids)))
+    (root / "SYSU/exp/test_id.txt").write_text(",".join(str(p + 1) for p in range(ids, 2 * ids)))
+    for pid in range(1, 2 * ids + 1):
+        for cam in range(1, 7):
+            for k in range(per_id):
+                image(root / "SYSU" / f"cam{cam}" / f"{pid:04d}" / f"{k:04d}.jpg", pid,
+                      cam in (3, 6))
+    for split, pids in (("train", range(ids)), ("test", range(ids, 2 * ids))):
+        for mod in ("vis", "nir"):
+            rows = []
+            for pid in pids:
+                for k in range(per_id):
+                    rel = f"{mod}/{pid:04d}/{pid:04d}_c0{1 + k % 2}_s1{k}_f2_{mod}.jpg"
+                    image(root / "LLCM" / rel, pid, mod == "nir")
+                    rows.append(f"{rel} {pid}")
+            (root / "LLCM/idx").mkdir(parents=True, exist_ok=True)
+            (root / "LLCM/idx" / f"{split}_{mod}.txt").write_text("\n".join(rows) + "\n")
+
+
+def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
+    from omegaconf import OmegaConf
+
+    from data.reid_stream import llcm_stream, reid_stream
+
+    _write_reid_datasets(tmp_path)
+    task = llcm_stream(str(tmp_path / "LLCM"), 32, 16, max_images_per_id=2)[0]
+    assert task.train.images.shape == (4 * 2 * 2, 3, 32, 16)
+    assert sorted(set(task.train.cams.tolist())) == [1, 2]
+    assert (task.test.ids >= 10000).all() and (task.train.modality == 1).sum() == 8
+    cfg = OmegaConf.create({"name": "vi_reid", "order": ["regdb", "sysu", "llcm"], "trial": 1,
+                            "regdb_root": str(tmp_path / "RegDB"), "height": 32, "width": 16,
+                            "sysu_root": str(tmp_path / "SYSU"), "max_images_per_id": 2,
+                            "llcm_root": str(tmp_path / "LLCM")})
+    stream = reid_stream(cfg, np.random.default_rng(0))
+    assert [t.name for t in stream] == ["regdb", "sysu", "llcm"]
+    labels = [set(t.train.ids.tolist()) | set(t.test.ids.tolist()) for t in stream]
+    assert not (labels[0] & labels[1]) and not (labels[1] & labels[2])
+    roots = [f"dataset.regdb_root={tmp_path}/RegDB", f"dataset.sysu_root={tmp_path}/SYSU",
+             f"dataset.llcm_root={tmp_path}/LLCM"]
+    m = run_paper(["+paper=viptc", "dataset=vi_reid", "dataset.height=32", "dataset.width=16",
+                   "protocol.seeds=1", "protocol.epochs=1", "protocol.arms=[finetune,sptc]",
+                   "protocol.ids_per_batch=2", "protocol.per_modality=2", *roots],
+                  tmp_path / "run")
+    assert m["exemplars_stored"] == 0 and np.isfinite(m["forgetting_sptc"])
+    _, failed = run_failing(["+paper=viptc", "dataset=vi_reid", "dataset.order=[llcm]",
+                             f"dataset.llcm_root={tmp_path}/nowhere"], tmp_path / "fail")
+    assert "LLCM not found" in failed["error"] and "\n" not in failed["error"]

@@ -49,6 +49,7 @@ class ViReidConfig(DatasetConfig):
     order: list[str] = MISSING
     regdb_root: str = MISSING
     sysu_root: str = MISSING
+    llcm_root: str = MISSING
     trial: int = MISSING
     height: int = MISSING
     width: int = MISSING
