@@ -236,7 +236,10 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     table = auroc_table(a[test], stimuli.presence[test])
     match, aurocs = match_concepts(table)
     tuning = concept_tuning(readout.coef, a[test], stimuli.presence[test], table)
-    pointing = pointing_game(layer.patch_activations(tokens[test]), stimuli.masks[test], match)
+    maps = layer.patch_activations(tokens[test])
+    pointing = pointing_game(maps, stimuli.masks[test], match)
+    ctx.save_figure("concept_maps", _concept_map_figure(stimuli.images[test], maps,
+                                                        stimuli.presence[test], match))
     selectivity = synthesis_selectivity(features, layer, readout, population,
                                         [scenes[i] for i in test], protocol.synthesis_images,
                                         rng, lambda it: ctx.progress(it, "synthesis"))
@@ -267,6 +270,27 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                                                  population.weights),
             "synthesis_selectivity": selectivity,
             "active_prototypes_per_image": float((a[test] > 0).sum(1).mean()), **synthesis}
+
+
+def _concept_map_figure(images, maps, presence, match, count: int = 6):
+    """Spatial concept maps: on test images, each present concept's matched prototype's
+    patch activations ReLU(s_kp - theta_k), upsampled over the image."""
+    fig, axes = subplots(count, panel=(1.8, 2.0))
+    shown = 0
+    for i in range(len(images)):
+        concepts = np.flatnonzero(presence[i])
+        if shown == count or not len(concepts):
+            continue
+        c = concepts[shown % len(concepts)]
+        grid = maps[i, match[c]].reshape(8, 8)
+        ax = axes[shown]
+        ax.imshow(images[i].transpose(1, 2, 0))
+        ax.imshow(np.kron(grid, np.ones((8, 8))), alpha=0.5, cmap="magma")
+        ax.set_title(f"{CONCEPTS[c]}: prototype {match[c]}", fontsize=7)
+        ax.set_axis_off()
+        shown += 1
+    fig.tight_layout()
+    return fig
 
 
 def _figure(r_proto, r_black, tuning, population, aurocs):

@@ -210,11 +210,14 @@ def test_auroc_by_hand():
 def test_protocol_runs(run_dir):
     metrics = run_paper(["+paper=protofmri", "dataset.train_images=200",
                          "dataset.test_images=80", "dataset.voxels=30",
-                         "protocol.synthesis_images=10", "method.prototypes=12"], run_dir)
+                         "protocol.synthesis_images=10", "method.prototypes=12",
+                         "method.candidates=30", "protocol.image_synthesis_images=2",
+                         "protocol.image_synthesis_steps=5"], run_dir)
     for key in ("r_proto_over_r_blackbox", "concept_recovery_auroc_mean",
                 "tuning_recovery_corr", "synthesis_selectivity", "pred_over_noise_ceiling"):
         assert np.isfinite(metrics[key]), key
-    assert (run_dir / "figures" / "encoder.png").exists()
+    for figure in ("encoder", "concept_maps", "image_synthesis"):
+        assert (run_dir / "figures" / f"{figure}.png").exists()
 
 
 def test_pointing_game_by_hand():
@@ -275,7 +278,7 @@ def test_algonauts_layout_loads_and_runs(tmp_path):
     assert whole.fmri.shape == (120, 60) and whole.images.shape[-1] == 32
     run_dir = tmp_path / "run"
     metrics = run_paper(["+paper=protofmri", "dataset=algonauts2023",
-                         f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12",
+                         f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12", "method.candidates=30",
                          "dataset.test_fraction=0.25"], run_dir)
     assert metrics["voxels"] == 60 and metrics["r_blackbox_mean"] > 0.5
     assert metrics["r_proto_mean"] > 0.1  # some of the planted colour signal passes 12 prototypes
@@ -357,7 +360,7 @@ def test_nsd_layout_groups_repeats_and_runs(tmp_path):
                                atol=0.01)
     run_dir = tmp_path / "run"
     metrics = run_paper(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path / 'nsd'}",
-                         "dataset.sessions=2", "method.prototypes=12"], run_dir)
+                         "dataset.sessions=2", "method.prototypes=12", "method.candidates=30"], run_dir)
     assert metrics["test_images"] == 60 and 0.5 < metrics["noise_ceiling_mean"] <= 1
     assert metrics["r_blackbox_mean"] > 0.5 and np.isfinite(metrics["pred_over_noise_ceiling"])
     _, failed = run_failing(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path}",
