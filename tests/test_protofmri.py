@@ -278,8 +278,8 @@ def test_algonauts_layout_loads_and_runs(tmp_path):
     assert whole.fmri.shape == (120, 60) and whole.images.shape[-1] == 32
     run_dir = tmp_path / "run"
     metrics = run_paper(["+paper=protofmri", "dataset=algonauts2023",
-                         f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12", "method.candidates=30",
-                         "dataset.test_fraction=0.25"], run_dir)
+                         f"dataset.root={tmp_path / 'algonauts'}", "method.prototypes=12",
+                         "method.candidates=30", "dataset.test_fraction=0.25"], run_dir)
     assert metrics["voxels"] == 60 and metrics["r_blackbox_mean"] > 0.5
     assert metrics["r_proto_mean"] > 0.1  # some of the planted colour signal passes 12 prototypes
     assert (run_dir / "tables" / "prototypes.csv").is_file()
@@ -360,7 +360,8 @@ def test_nsd_layout_groups_repeats_and_runs(tmp_path):
                                atol=0.01)
     run_dir = tmp_path / "run"
     metrics = run_paper(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path / 'nsd'}",
-                         "dataset.sessions=2", "method.prototypes=12", "method.candidates=30"], run_dir)
+                         "dataset.sessions=2", "method.prototypes=12", "method.candidates=30"],
+                        run_dir)
     assert metrics["test_images"] == 60 and 0.5 < metrics["noise_ceiling_mean"] <= 1
     assert metrics["r_blackbox_mean"] > 0.5 and np.isfinite(metrics["pred_over_noise_ceiling"])
     _, failed = run_failing(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path}",
