@@ -50,7 +50,7 @@ def summarize(results) -> dict[str, float]:
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
     options = LossOptions(method.tau, method.divergence, method.anchor, method.form,
-                          method.margin)
+                          method.margin, method.cmptc_topology)
     rows, curves, exemplars = [], {}, 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]

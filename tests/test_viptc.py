@@ -87,6 +87,27 @@ def test_cmptc_is_rotation_and_relabelling_invariant():
     assert float(cmptc_loss(other, ids, modality, form="kl")) > 1e-4
 
 
+def test_history_cmptc_is_zero_for_a_rotated_modality_and_leaves_prototypes_alone():
+    torch.manual_seed(4)
+    classes, per, dim, old = 4, 2, 8, 6
+    q, _ = torch.linalg.qr(torch.randn(dim, dim))
+    labels = torch.arange(classes).repeat_interleave(per)
+    rgb = torch.randn(classes * per, dim)
+    ids, modality = torch.cat([labels, labels]), torch.cat([torch.zeros(8), torch.ones(8)]).long()
+    old_rgb = torch.randn(old, dim, requires_grad=True)
+    old_ir = (old_rgb @ q.T).detach().requires_grad_(True)
+    feats = torch.cat([rgb, rgb @ q.T]).requires_grad_(True)
+    for form in ("frobenius", "kl"):
+        loss = cmptc_loss(feats, ids, modality, form=form, history=(old_rgb, old_ir))
+        assert float(loss) == pytest.approx(0.0, abs=1e-6)
+    drifted = torch.cat([rgb, rgb @ q.T + 0.5 * torch.randn(8, dim)]).requires_grad_(True)
+    loss = cmptc_loss(drifted, ids, modality, history=(old_rgb, old_ir))
+    assert float(loss) > 1e-3
+    loss.backward()
+    assert drifted.grad.abs().sum() > 0
+    assert old_rgb.grad is None and old_ir.grad is None
+
+
 def test_class_means_equal_brute_force():
     torch.manual_seed(3)
     feats, labels = torch.randn(40, 4), torch.randint(0, 6, (40,))

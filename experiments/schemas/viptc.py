@@ -18,6 +18,7 @@ class ViptcConfig(MethodConfig):
     divergence: str = MISSING  # kl | mse
     anchor: str = MISSING  # none | rgb | ir
     form: str = MISSING  # frobenius | kl
+    cmptc_topology: str = MISSING  # batch | history: what CM-PTC's topology matrices relate
     margin: float = MISSING
     width: int = MISSING
     dim: int = MISSING

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.errors import UserError
 from data.reid_stream import IR, RGB, ReidSplit, ReidTask
 from methods.viptc.losses import (
     batch_hard_triplet,
@@ -49,6 +50,15 @@ class LossOptions:
     anchor: str = "none"
     form: str = "frobenius"
     margin: float = 0.3
+    cmptc_topology: str = "batch"  # batch | history (see losses.cmptc_loss)
+
+    def __post_init__(self) -> None:
+        choices = {"divergence": ("kl", "mse"), "anchor": ("none", "rgb", "ir"),
+                   "form": ("frobenius", "kl"), "cmptc_topology": ("batch", "history")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise UserError(f"unknown method.{name} '{getattr(self, name)}' "
+                                f"({', '.join(allowed)})")
 
 
 class ReidNet(nn.Module):
@@ -91,6 +101,14 @@ class PrototypeBank:
     def matrix(self) -> torch.Tensor | None:
         return torch.cat(self.prototypes) if self.prototypes else None
 
+    @property
+    def per_modality(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(RGB prototypes, IR prototypes) of all finished stages, the same classes in the
+        same order."""
+        if not self.prototypes:
+            return None
+        return torch.cat(self.prototypes[0::2]), torch.cat(self.prototypes[1::2])
+
 
 def extract(net: ReidNet, images: torch.Tensor, batch: int = 256) -> torch.Tensor:
     was_training = net.training
@@ -121,16 +139,14 @@ def pk_batches(split: ReidSplit, ids_per_batch: int, per_modality: int,
 
 
 class StageModule(L.LightningModule):
-    def __init__(self, net: ReidNet, old: ReidNet | None, bank: torch.Tensor | None, arm: Arm,
+    def __init__(self, net: ReidNet, old: ReidNet | None, bank: PrototypeBank, arm: Arm,
                  options: LossOptions, label_maps: list[dict], lr: float):
         super().__init__()
         self.net, self.arm, self.options, self.lr = net, arm, options, lr
         self.frozen = [old] if old is not None else []  # a list: not a trained submodule
         self.label_maps = label_maps  # per head: global id -> class index
-        if bank is not None:
-            self.register_buffer("bank", bank.clone())
-        else:
-            self.bank = None
+        self.bank = bank.matrix
+        self.history = bank.per_modality
         for frozen in self.frozen:
             frozen.eval()
             for p in frozen.parameters():
@@ -150,15 +166,20 @@ class StageModule(L.LightningModule):
             with torch.no_grad():
                 old_feats = self.frozen[0].to(images.device)(images)
             if arm.sptc and self.bank is not None:
-                loss = loss + arm.sptc * sptc_loss(feats, old_feats, self.bank, opt.tau,
+                loss = loss + arm.sptc * sptc_loss(feats, old_feats,
+                                                   self.bank.to(feats.device), opt.tau,
                                                    opt.divergence)
             if arm.feature_kd:
                 loss = loss + arm.feature_kd * feature_kd_loss(feats, old_feats)
             if arm.cka_kd:
                 loss = loss + arm.cka_kd * cka_kd_loss(feats, old_feats)
-        if arm.cmptc:
+        if arm.cmptc and opt.cmptc_topology == "batch":
             loss = loss + arm.cmptc * cmptc_loss(feats, ids, modality, opt.anchor, opt.form,
                                                  opt.tau)
+        elif arm.cmptc and opt.cmptc_topology == "history" and self.history is not None:
+            history = tuple(p.to(feats.device) for p in self.history)
+            loss = loss + arm.cmptc * cmptc_loss(feats, ids, modality, opt.anchor, opt.form,
+                                                 opt.tau, history)
         return loss
 
     def configure_optimizers(self):
@@ -244,7 +265,7 @@ def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: in
         net.add_head(len(uniq))
         seen = tasks[:stage + 1] if arm.joint else [task]
         heads = list(range(stage + 1)) if arm.joint else [stage]
-        module = StageModule(net, old, bank.matrix, arm, options, label_maps, lr)
+        module = StageModule(net, old, bank, arm, options, label_maps, lr)
         make_trainer(compute, max_epochs=1).fit(
             module, _loader(seen, heads, epochs, ids_per_batch, per_modality, rng))
         net = module.net.cpu()

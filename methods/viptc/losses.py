@@ -8,7 +8,9 @@ over old prototypes is constrained, not the feature's position (contrast: featur
 
 CM-PTC (RECON): the current batch's class means per modality, over classes present in both,
 give topology matrices A^V_cd = cos(P^V_c, P^V_d) and A^I; L = ||A^V - A^I||_F^2 / C^2 (or a
-row-wise KL of softmax(A / tau)); ``anchor`` stops the gradient through one modality.
+row-wise KL of softmax(A / tau)); ``anchor`` stops the gradient through one modality. The
+``history`` reading compares instead each modality's class means with that modality's frozen
+historical prototypes, A^V_cj = cos(P^V_c, P^V_old,j), so the modalities drift alike.
 
 Baselines: feature distillation ||f - f_old||^2 (LwF-style on features) and linear-CKA
 distillation 1 - CKA(F, F_old) over the batch.
@@ -56,23 +58,33 @@ def topology(prototypes: torch.Tensor) -> torch.Tensor:
 
 
 def cmptc_loss(features: torch.Tensor, labels: torch.Tensor, modality: torch.Tensor,
-               anchor: str = "none", form: str = "frobenius", tau: float = 0.1) -> torch.Tensor:
+               anchor: str = "none", form: str = "frobenius", tau: float = 0.1,
+               history: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """``history=None``: A^M = cos of the batch's class means of modality M with each other.
+    ``history=(P^V, P^I)``: A^M = cos of the class means with the frozen historical
+    prototypes of the same modality (rows: the batch's classes, columns: old classes), so the
+    two modalities must keep the same relation to the past."""
     rgb_classes, rgb = class_means(features[modality == 0], labels[modality == 0])
     ir_classes, ir = class_means(features[modality == 1], labels[modality == 1])
     shared = rgb_classes[torch.isin(rgb_classes, ir_classes)]
     if shared.numel() < 2:
         return features.sum() * 0
-    a_rgb = topology(rgb[torch.isin(rgb_classes, shared)])
-    a_ir = topology(ir[torch.isin(ir_classes, shared)])
+    rgb = rgb[torch.isin(rgb_classes, shared)]
+    ir = ir[torch.isin(ir_classes, shared)]
+    if history is None:
+        a_rgb, a_ir = topology(rgb), topology(ir)
+    else:
+        old_rgb, old_ir = (F.normalize(p.detach(), dim=1) for p in history)
+        a_rgb = F.normalize(rgb, dim=1) @ old_rgb.T
+        a_ir = F.normalize(ir, dim=1) @ old_ir.T
     if anchor == "rgb":
         a_rgb = a_rgb.detach()
     elif anchor == "ir":
         a_ir = a_ir.detach()
     elif anchor != "none":
         raise UserError(f"unknown CM-PTC anchor '{anchor}' (none, rgb, ir)")
-    c = shared.numel()
     if form == "frobenius":
-        return ((a_rgb - a_ir) ** 2).sum() / c ** 2
+        return ((a_rgb - a_ir) ** 2).sum() / a_rgb.numel()
     if form == "kl":
         lr, li = F.log_softmax(a_rgb / tau, 1), F.log_softmax(a_ir / tau, 1)
         return 0.5 * ((lr.exp() * (lr - li)).sum(1) + (li.exp() * (li - lr)).sum(1)).mean()
