@@ -188,18 +188,23 @@ def _write_reid_datasets(root, ids=4, per_id=3):
         pixels += rng.normal(0, 8, pixels.shape)
         Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path)
 
-    lines = {}
+    def listed(dataset, index, entries, infrared):
+        """Images of (relative path, identity, label) entries and their "path label" list."""
+        for rel, pid, _ in entries:
+            image(root / dataset / rel, pid, infrared)
+        (root / dataset / "idx").mkdir(parents=True, exist_ok=True)
+        (root / dataset / "idx" / index).write_text(
+            "".join(f"{rel} {label}\n" for rel, _, label in entries))
+
     for split, pids in (("train", range(ids)), ("test", range(ids, 2 * ids))):
         for mod, name in (("Visible", "visible"), ("Thermal", "thermal")):
-            rows = []
-            for pid in pids:
-                for k in range(per_id):
-                    rel = f"{mod}/{pid}/img{k}.bmp"
-                    image(root / "RegDB" / rel, pid, mod == "Thermal")
-                    rows.append(f"{rel} {pid - (ids if split == 'test' else 0)}")
-            lines[(split, name)] = rows
-            (root / "RegDB/idx").mkdir(parents=True, exist_ok=True)
-            (root / "RegDB/idx" / f"{split}_{name}_1.txt").write_text("\n".join(rows) + "\n")
+            listed("RegDB", f"{split}_{name}_1.txt",
+                   [(f"{mod}/{pid}/img{k}.bmp", pid, pid - pids.start) for pid in pids
+                    for k in range(per_id)], mod == "Thermal")
+        for mod in ("vis", "nir"):
+            listed("LLCM", f"{split}_{mod}.txt",
+                   [(f"{mod}/{pid:04d}/{pid:04d}_c0{1 + k % 2}_s1{k}_f2_{mod}.jpg", pid, pid)
+                    for pid in pids for k in range(per_id)], mod == "nir")
     (root / "SYSU/exp").mkdir(parents=True)
     (root / "SYSU/exp/train_id.txt").write_text(",".join(str(p + 1) for p in range(ids)))
     (root / "SYSU/exp/test_id.txt").write_text(",".join(str(p + 1) for p in range(ids, 2 * ids)))
@@ -208,16 +213,6 @@ def _write_reid_datasets(root, ids=4, per_id=3):
             for k in range(per_id):
                 image(root / "SYSU" / f"cam{cam}" / f"{pid:04d}" / f"{k:04d}.jpg", pid,
                       cam in (3, 6))
-    for split, pids in (("train", range(ids)), ("test", range(ids, 2 * ids))):
-        for mod in ("vis", "nir"):
-            rows = []
-            for pid in pids:
-                for k in range(per_id):
-                    rel = f"{mod}/{pid:04d}/{pid:04d}_c0{1 + k % 2}_s1{k}_f2_{mod}.jpg"
-                    image(root / "LLCM" / rel, pid, mod == "nir")
-                    rows.append(f"{rel} {pid}")
-            (root / "LLCM/idx").mkdir(parents=True, exist_ok=True)
-            (root / "LLCM/idx" / f"{split}_{mod}.txt").write_text("\n".join(rows) + "\n")
 
 
 def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
