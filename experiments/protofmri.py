@@ -49,6 +49,11 @@ def _render_each(scenes, seeds) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate([o.masks for o in out]))
 
 
+def _tuning_unit(population) -> float:
+    """The voxels' root-mean-square tuning norm: the unit of the selectivity metrics."""
+    return float((population.weights ** 2).sum(1).mean() ** 0.5)
+
+
 def synthesis_selectivity(features, layer, readout, population, scenes, images: int,
                           rng, progress=iter) -> float:
     """For every concept: insert it into scenes that lack it, let the model name the voxels
@@ -56,7 +61,7 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
     (noise-free) rise there with the rest, in units of the voxels' root-mean-square tuning
     norm; averaged over concepts."""
     per_concept = []
-    unit = (population.weights ** 2).sum(1).mean() ** 0.5
+    unit = _tuning_unit(population)
     for concept in progress(range(len(CONCEPTS))):
         lacking = [s for s in scenes if concept not in s][:images]
         seeds = rng.integers(2**31, size=len(lacking))
@@ -79,7 +84,7 @@ def image_synthesis(features, layer, readout, population, images: np.ndarray,
     voxels planted as tuned to the concept than in the rest (RMS tuning-norm units). The
     synthesized pixels have no rendered masks, so their true response is not known.
     Returns (metrics, one (before, after) image pair per concept)."""
-    unit = (population.weights ** 2).sum(1).mean() ** 0.5
+    unit = _tuning_unit(population)
     target_rise, off_target, selectivity, pairs = [], [], [], []
     for concept in progress(range(len(CONCEPTS))):
         lacking = images[presence[:, concept] < 0.5][:protocol.image_synthesis_images]
