@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from data.reid_stream import reid_stream
 from experiments.helpers.figures import subplots
+from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.viptc.lifelong import (
@@ -46,6 +47,15 @@ def summarize(results) -> dict[str, float]:
             "topology_gap": float(np.mean(results[-1].topology_gap))}
 
 
+def train_arm(stream, arm: Arm, options: LossOptions, *train_args):
+    """One (stream, arm) job: the evaluations after every stage, and how many image-shaped
+    tensors the state kept between stages holds (0 for an exemplar-free arm; joint keeps
+    all data by design and is not counted)."""
+    results, state = run_stream(stream, arm, options, *train_args)
+    shape = tuple(stream[0].train.images.shape[-2:])
+    return results, 0 if arm.joint else image_shaped_tensors(state, *shape)
+
+
 @register_paper("viptc")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
@@ -53,15 +63,15 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                           method.margin, method.cmptc_topology)
     rows, curves, exemplars = [], {}, 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
-    jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     streams = {seed: reid_stream(data, np.random.default_rng(seed)) for seed in seeds}
-    for seed, arm in ctx.progress(jobs, "arms x seeds"):
-        results, state = run_stream(streams[seed], arm, options, protocol.epochs, protocol.lr,
-                                    protocol.ids_per_batch, protocol.per_modality,
-                                    method.width, method.dim, seed, ctx.compute)
-        shape = tuple(streams[seed][0].train.images.shape[-2:])
-        if not arm.joint:
-            exemplars += image_shaped_tensors(state, *shape)
+    jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
+    trained = map_jobs(train_arm, [
+        (streams[seed], arm, options, protocol.epochs, protocol.lr, protocol.ids_per_batch,
+         protocol.per_modality, method.width, method.dim, seed, ctx.compute)
+        for seed, arm in jobs], protocol.workers,
+        lambda items, total: ctx.progress(items, "arms x seeds", total))
+    for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
+        exemplars += stored
         rows.append({"arm": arm.name, "seed": seed, **summarize(results)})
         curves.setdefault(arm.name, []).append(
             [float(np.mean(r.cross[:1])) for r in results])  # the first task over stages

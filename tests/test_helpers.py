@@ -1,4 +1,5 @@
-"""Protocol helpers: rate fits against known rates, the cache's atomicity and rebuilds."""
+"""Protocol helpers: rate fits against known rates, the cache's atomicity and rebuilds, jobs
+in worker processes."""
 
 from __future__ import annotations
 
@@ -79,3 +80,21 @@ def test_code_version_follows_the_source():
 
     assert code_version(module) == code_version("common.cache")
     assert code_version(module) != code_version("common.errors")
+
+
+def test_map_jobs_in_worker_processes_equals_the_sequential_map():
+    import operator
+
+    from experiments.helpers.parallel import map_jobs
+
+    jobs = [(k, k + 1) for k in range(5)]
+    totals = []
+
+    def progress(items, total):
+        totals.append(total)
+        return items
+
+    expected = [k * (k + 1) for k in range(5)]
+    assert map_jobs(operator.mul, jobs, workers=2, progress=progress) == expected
+    assert map_jobs(operator.mul, jobs, workers=1) == expected
+    assert totals == [5]

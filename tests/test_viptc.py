@@ -237,7 +237,8 @@ def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
              f"dataset.llcm_root={tmp_path}/LLCM"]
     m = run_paper(["+paper=viptc", "dataset=vi_reid", "dataset.height=32", "dataset.width=16",
                    "protocol.seeds=1", "protocol.epochs=1", "protocol.arms=[finetune,sptc]",
-                   "protocol.ids_per_batch=2", "protocol.per_modality=2", *roots],
+                   "protocol.ids_per_batch=2", "protocol.per_modality=2", "protocol.workers=1",
+                   *roots],
                   tmp_path / "run")
     assert m["exemplars_stored"] == 0 and np.isfinite(m["forgetting_sptc"])
     _, failed = run_failing(["+paper=viptc", "dataset=vi_reid", "dataset.order=[llcm]",

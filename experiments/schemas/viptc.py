@@ -32,6 +32,7 @@ class ViptcProtocol:
     lr: float = MISSING
     ids_per_batch: int = MISSING
     per_modality: int = MISSING
+    workers: int = MISSING  # processes for the (seed, arm) jobs (1: in the run's process)
 
 
 @dataclass
