@@ -244,3 +244,15 @@ def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
     _, failed = run_failing(["+paper=viptc", "dataset=vi_reid", "dataset.order=[llcm]",
                              f"dataset.llcm_root={tmp_path}/nowhere"], tmp_path / "fail")
     assert "LLCM not found" in failed["error"] and "\n" not in failed["error"]
+
+
+def test_paired_drops_against_finetune_by_hand():
+    from experiments.viptc import _paired_drops
+
+    rows = [{"arm": "finetune", "seed": 0, "forgetting": 0.3},
+            {"arm": "finetune", "seed": 1, "forgetting": 0.1},
+            {"arm": "sptc", "seed": 0, "forgetting": 0.1},
+            {"arm": "sptc", "seed": 1, "forgetting": 0.1}]
+    drops = _paired_drops(rows, "forgetting")
+    assert drops["forgetting_drop_vs_finetune_sptc"] == pytest.approx(0.1)
+    assert drops["forgetting_drop_vs_finetune_se_sptc"] == pytest.approx(0.1)  # sd 0.1414 / sqrt 2
