@@ -18,6 +18,7 @@ from methods.viptc.lifelong import (
     LossOptions,
     forgetting,
     image_shaped_tensors,
+    paired_drops,
     run_stream,
 )
 
@@ -86,26 +87,10 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if "sptc" in mean and "finetune" in mean:
         metrics["new_task_map_sptc_over_finetune"] = (mean["sptc"]["new_task_map"]
                                                       / mean["finetune"]["new_task_map"])
-    metrics.update(_paired_drops(rows, "forgetting"))
-    metrics.update(_paired_drops(rows, "asymmetry"))
+    metrics.update(paired_drops(rows, "forgetting"))
+    metrics.update(paired_drops(rows, "asymmetry"))
     metrics["exemplars_stored"] = exemplars
     return metrics
-
-
-def _paired_drops(rows: list[dict], key: str) -> dict[str, float]:
-    """Each arm's drop in ``key`` below finetune's on the same stream (seed), averaged over
-    the streams, with its standard error (the streams differ far more than the arms)."""
-    finetune = {r["seed"]: r[key] for r in rows if r["arm"] == "finetune"}
-    out = {}
-    for arm in dict.fromkeys(r["arm"] for r in rows if r["arm"] != "finetune"):
-        drops = np.array([finetune[r["seed"]] - r[key] for r in rows
-                          if r["arm"] == arm and r["seed"] in finetune])
-        if len(drops):
-            out[f"{key}_drop_vs_finetune_{arm}"] = float(drops.mean())
-            if len(drops) > 1:
-                out[f"{key}_drop_vs_finetune_se_{arm}"] = float(
-                    drops.std(ddof=1) / np.sqrt(len(drops)))
-    return out
 
 
 def _figure(mean: dict, curves: dict):

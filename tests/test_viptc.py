@@ -247,12 +247,12 @@ def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
 
 
 def test_paired_drops_against_finetune_by_hand():
-    from experiments.viptc import _paired_drops
+    from methods.viptc.lifelong import paired_drops
 
     rows = [{"arm": "finetune", "seed": 0, "forgetting": 0.3},
             {"arm": "finetune", "seed": 1, "forgetting": 0.1},
             {"arm": "sptc", "seed": 0, "forgetting": 0.1},
             {"arm": "sptc", "seed": 1, "forgetting": 0.1}]
-    drops = _paired_drops(rows, "forgetting")
+    drops = paired_drops(rows, "forgetting")
     assert drops["forgetting_drop_vs_finetune_sptc"] == pytest.approx(0.1)
     assert drops["forgetting_drop_vs_finetune_se_sptc"] == pytest.approx(0.1)  # sd 0.1414 / sqrt 2

@@ -294,3 +294,19 @@ def image_shaped_tensors(state, height: int, width: int) -> int:
                     height, width):
                 found += 1
     return found
+
+
+def paired_drops(rows: list[dict], key: str) -> dict[str, float]:
+    """Each arm's drop in ``key`` below finetune's on the same stream (seed), averaged over
+    the streams, with its standard error (the streams differ far more than the arms)."""
+    finetune = {r["seed"]: r[key] for r in rows if r["arm"] == "finetune"}
+    out = {}
+    for arm in dict.fromkeys(r["arm"] for r in rows if r["arm"] != "finetune"):
+        drops = np.array([finetune[r["seed"]] - r[key] for r in rows
+                          if r["arm"] == arm and r["seed"] in finetune])
+        if len(drops):
+            out[f"{key}_drop_vs_finetune_{arm}"] = float(drops.mean())
+            if len(drops) > 1:
+                out[f"{key}_drop_vs_finetune_se_{arm}"] = float(
+                    drops.std(ddof=1) / np.sqrt(len(drops)))
+    return out
