@@ -74,19 +74,14 @@ class HubPatchFeatures:
     def __init__(self, hub_id: str, device: str = "cpu") -> None:
         from transformers import AutoImageProcessor, AutoModel
 
-        from common.errors import UserError
-        from models.lm.loader import hub_is_offline
+        from models.lm.loader import load_by_name
 
-        try:
-            self.processor = AutoImageProcessor.from_pretrained(hub_id, local_files_only=True)
-            self.model = AutoModel.from_pretrained(hub_id, local_files_only=True)
-        except OSError:
-            if hub_is_offline():
-                raise UserError(f"backbone '{hub_id}' is not in the local Hugging Face cache "
-                                "and offline mode is on (HF_HUB_OFFLINE=1); download it once "
-                                f"with network access (hf download {hub_id})") from None
-            self.processor = AutoImageProcessor.from_pretrained(hub_id)
-            self.model = AutoModel.from_pretrained(hub_id)
+        def load(local_only: bool):
+            return (AutoImageProcessor.from_pretrained(hub_id, local_files_only=local_only),
+                    AutoModel.from_pretrained(hub_id, local_files_only=local_only))
+
+        self.processor, self.model = load_by_name(hub_id, load, kind="backbone",
+                                                  setting="method.backbone")
         self.model = self.model.to(device).eval()
         self.device = device
 

@@ -46,10 +46,11 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def load_by_name(path_or_id: str, load, kind: str = "model"):
+def load_by_name(path_or_id: str, load, kind: str = "model", setting: str = "model.hub_id"):
     """``load(local_only)`` from a local folder or a hub id: the local Hugging Face cache
     first; a name that is not there fails within seconds with one line when offline mode is
-    on or the hub is unreachable (no minute of download retries), else it is downloaded."""
+    on or the hub is unreachable (no minute of download retries), else it is downloaded.
+    ``setting`` names the config key that takes a local folder instead."""
     if Path(path_or_id).exists():
         try:
             return load(True)
@@ -64,7 +65,7 @@ def load_by_name(path_or_id: str, load, kind: str = "model"):
     if why is not None:
         raise UserError(f"{kind} '{path_or_id}' is not in the local Hugging Face cache and "
                         f"{why}; download it once with network access (hf download "
-                        f"{path_or_id}) or set model.hub_id to a local folder")
+                        f"{path_or_id}) or set {setting} to a local folder")
     try:
         return load(False)
     except OSError as err:
