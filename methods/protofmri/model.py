@@ -249,8 +249,9 @@ def _centred_svd(x: np.ndarray, y: np.ndarray):
     return mx, my, s, vt, u.T @ (y - my)
 
 
-def _coef(s: np.ndarray, vt: np.ndarray, uty: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    return vt.T @ (s[:, None] / (s[:, None] ** 2 + alphas[None, :]) * uty)
+def _shrunk(s: np.ndarray, uty: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """(r, V) ridge coefficients in the right singular basis, one alpha per voxel."""
+    return s[:, None] / (s[:, None] ** 2 + alphas[None, :]) * uty
 
 
 def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float | np.ndarray
@@ -258,7 +259,8 @@ def ridge_fit(x: np.ndarray, y: np.ndarray, alpha: float | np.ndarray
     """Closed-form ridge with an unpenalised intercept: (coef (F, V), intercept (V,)); one
     alpha, or one per voxel."""
     mx, my, s, vt, uty = _centred_svd(x, y)
-    coef = _coef(s, vt, uty, np.broadcast_to(np.asarray(alpha, dtype=float), (y.shape[1],)))
+    coef = vt.T @ _shrunk(s, uty, np.broadcast_to(np.asarray(alpha, dtype=float),
+                                                   (y.shape[1],)))
     return coef, my - mx @ coef
 
 
@@ -273,7 +275,7 @@ def ridge_cv(x: np.ndarray, y: np.ndarray, alphas, folds: int, rng: np.random.Ge
         mx, my, s, vt, uty = _centred_svd(x[train], y[train])
         held = (x[fold] - mx) @ vt.T  # (n_fold, r)
         for i, alpha in enumerate(alphas):
-            shrunk = s[:, None] / (s[:, None] ** 2 + alpha) * uty
+            shrunk = _shrunk(s, uty, np.full(y.shape[1], float(alpha)))
             errors[i] += ((held @ shrunk + my - y[fold]) ** 2).sum(0)
     best = np.asarray(alphas, dtype=float)[errors.argmin(0)]
     coef, intercept = ridge_fit(x, y, best)
