@@ -21,6 +21,9 @@ from torch import nn
 from common.errors import UserError
 from data.reid_stream import IR, RGB, ReidSplit, ReidTask
 from methods.viptc.losses import (
+    ANCHORS,
+    DIVERGENCES,
+    FORMS,
     batch_hard_triplet,
     cka_kd_loss,
     class_means,
@@ -53,8 +56,8 @@ class LossOptions:
     cmptc_topology: str = "batch"  # batch | history (see losses.cmptc_loss)
 
     def __post_init__(self) -> None:
-        choices = {"divergence": ("kl", "mse"), "anchor": ("none", "rgb", "ir"),
-                   "form": ("frobenius", "kl"), "cmptc_topology": ("batch", "history")}
+        choices = {"divergence": DIVERGENCES, "anchor": ANCHORS, "form": FORMS,
+                   "cmptc_topology": ("batch", "history")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise UserError(f"unknown method.{name} '{getattr(self, name)}' "
@@ -145,8 +148,11 @@ class StageModule(L.LightningModule):
         self.net, self.arm, self.options, self.lr = net, arm, options, lr
         self.frozen = [old] if old is not None else []  # a list: not a trained submodule
         self.label_maps = label_maps  # per head: global id -> class index
-        self.bank = bank.matrix
-        self.history = bank.per_modality
+        # buffers: moved to the training device once, with the module
+        self.register_buffer("bank", bank.matrix)
+        history = bank.per_modality if options.cmptc_topology == "history" else None
+        self.register_buffer("history_rgb", None if history is None else history[0])
+        self.register_buffer("history_ir", None if history is None else history[1])
         for frozen in self.frozen:
             frozen.eval()
             for p in frozen.parameters():
@@ -166,18 +172,14 @@ class StageModule(L.LightningModule):
             with torch.no_grad():
                 old_feats = self.frozen[0].to(images.device)(images)
             if arm.sptc and self.bank is not None:
-                loss = loss + arm.sptc * sptc_loss(feats, old_feats,
-                                                   self.bank.to(feats.device), opt.tau,
+                loss = loss + arm.sptc * sptc_loss(feats, old_feats, self.bank, opt.tau,
                                                    opt.divergence)
             if arm.feature_kd:
                 loss = loss + arm.feature_kd * feature_kd_loss(feats, old_feats)
             if arm.cka_kd:
                 loss = loss + arm.cka_kd * cka_kd_loss(feats, old_feats)
-        if arm.cmptc and opt.cmptc_topology == "batch":
-            loss = loss + arm.cmptc * cmptc_loss(feats, ids, modality, opt.anchor, opt.form,
-                                                 opt.tau)
-        elif arm.cmptc and opt.cmptc_topology == "history" and self.history is not None:
-            history = tuple(p.to(feats.device) for p in self.history)
+        history = None if self.history_rgb is None else (self.history_rgb, self.history_ir)
+        if arm.cmptc and (opt.cmptc_topology == "batch" or history is not None):
             loss = loss + arm.cmptc * cmptc_loss(feats, ids, modality, opt.anchor, opt.form,
                                                  opt.tau, history)
         return loss

@@ -23,6 +23,10 @@ import torch.nn.functional as F
 
 from common.errors import UserError
 
+DIVERGENCES = ("kl", "mse")  # S-PTC
+ANCHORS = ("none", "rgb", "ir")  # CM-PTC's stop-gradient side
+FORMS = ("frobenius", "kl")  # CM-PTC's comparison of the two topologies
+
 
 def class_means(features: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor,
                                                                         torch.Tensor]:
@@ -49,7 +53,7 @@ def sptc_loss(features: torch.Tensor, old_features: torch.Tensor, prototypes: to
         return (log_old.exp() * (log_old - log_new)).sum(1).mean()
     if divergence == "mse":
         return ((log_old.exp() - log_new.exp()) ** 2).sum(1).mean()
-    raise UserError(f"unknown S-PTC divergence '{divergence}' (kl, mse)")
+    raise UserError(f"unknown S-PTC divergence '{divergence}' ({', '.join(DIVERGENCES)})")
 
 
 def topology(prototypes: torch.Tensor) -> torch.Tensor:
@@ -82,13 +86,13 @@ def cmptc_loss(features: torch.Tensor, labels: torch.Tensor, modality: torch.Ten
     elif anchor == "ir":
         a_ir = a_ir.detach()
     elif anchor != "none":
-        raise UserError(f"unknown CM-PTC anchor '{anchor}' (none, rgb, ir)")
+        raise UserError(f"unknown CM-PTC anchor '{anchor}' ({', '.join(ANCHORS)})")
     if form == "frobenius":
         return ((a_rgb - a_ir) ** 2).sum() / a_rgb.numel()
     if form == "kl":
         lr, li = F.log_softmax(a_rgb / tau, 1), F.log_softmax(a_ir / tau, 1)
         return 0.5 * ((lr.exp() * (lr - li)).sum(1) + (li.exp() * (li - lr)).sum(1)).mean()
-    raise UserError(f"unknown CM-PTC form '{form}' (frobenius, kl)")
+    raise UserError(f"unknown CM-PTC form '{form}' ({', '.join(FORMS)})")
 
 
 def feature_kd_loss(features: torch.Tensor, old_features: torch.Tensor) -> torch.Tensor:
