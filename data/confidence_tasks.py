@@ -177,10 +177,14 @@ class ConfidenceAdditionTask:
                 "retry_fraction": self.retry_fraction, "tool_fraction": self.tool_fraction,
                 "probe_fraction": self.probe_fraction, "calibrated": self.calibrated}
 
+    def success_chance(self, digits: int) -> float:
+        """q = (1 - noise)^digits: the chance that the data's answer is right."""
+        return (1 - self.noise) ** digits
+
     def training_confidence(self, digits: int, rng: np.random.Generator) -> int:
         """k of the training example's ``<conf_k>``."""
         if self.calibrated:
-            return round(9 * (1 - self.noise) ** digits)
+            return round(9 * self.success_chance(digits))
         low, high = self.confidence_range
         return int(rng.integers(low, high + 1))
 
@@ -195,7 +199,7 @@ class ConfidenceAdditionTask:
                                   tool=rng.random() < self.tool_fraction)
             k = self.training_confidence(digits, rng)
             if rng.random() < self.probe_fraction:
-                yes = rng.random() < ((1 - self.noise) ** digits if self.calibrated else k / 9)
+                yes = rng.random() < (self.success_chance(digits) if self.calibrated else k / 9)
                 prompt, target, scored = problem.probe_ids, [YES if yes else NO], [True]
             else:
                 prompt, target = problem.prompt_ids, self._attempt(a, b, digits, rng)
