@@ -63,6 +63,12 @@ def prediction_features(policy, rollouts) -> torch.Tensor:
     return out.hidden_states[-1][:, -1].float()
 
 
+def head_confidence(head, features: torch.Tensor) -> torch.Tensor:
+    """p = sigmoid(w . h + b) of the scalar success head on each episode's features."""
+    with torch.no_grad():
+        return torch.sigmoid(head(features.to(head.weight.device)))[:, 0].cpu()
+
+
 def probe_confidence(policy, tasks, yes_id: int, no_id: int, pad_id: int) -> torch.Tensor:
     """P(yes) / (P(yes) + P(no)) as the next token after each task's probing question
     (one no-grad forward pass over the left-padded probes)."""
@@ -89,8 +95,7 @@ def episode_confidence(policy, tasks, rollouts, fmt, mode: str = "token", head=N
     if mode == "head":
         if head is None:
             raise ValueError("mode='head' needs the trained success head")
-        with torch.no_grad():
-            return torch.sigmoid(head(prediction_features(policy, rollouts)))[:, 0].cpu()
+        return head_confidence(head, prediction_features(policy, rollouts))
     if mode == "expected":
         if not fmt.confidence_first:
             raise ValueError("predictor 'expected' reads tiny-lm's confidence token")

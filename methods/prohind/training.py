@@ -22,6 +22,7 @@ from torch import nn
 from methods.prohind.episodes import EpisodeFormat, run_episodes
 from methods.prohind.surprise import (
     episode_confidence,
+    head_confidence,
     ph_advantages,
     prediction_features,
     surprise,
@@ -104,8 +105,7 @@ class PHModule(GRPOModule):
             return episode_confidence(self.policy, tasks, rollouts, self.fmt, self.ph.predictor)
         features = prediction_features(self.policy, rollouts)
         self._head_batch = (features, rewards)
-        with torch.no_grad():
-            return torch.sigmoid(self.head(features.to(self.head.weight.device)))[:, 0].cpu()
+        return head_confidence(self.head, features)
 
     def advantages(self, tasks, rollouts, rewards: torch.Tensor, logps: torch.Tensor
                    ) -> torch.Tensor:
