@@ -27,7 +27,7 @@ from methods.prohind.surprise import (
     prediction_features,
     surprise,
 )
-from models.lm.objectives import group_advantages, opd_token_advantages
+from models.lm.objectives import opd_token_advantages
 from models.lm.post_training import GRPOConfig, GRPOModule, RolloutConfig
 from models.lm.rollout import teacher_forced_logprobs
 
@@ -86,10 +86,10 @@ class PHModule(GRPOModule):
     def generate(self, tasks: list, batch_idx: int):
         return run_episodes(self.policy, tasks, self.turns, self.fmt, self.generator)
 
-    def base_advantages(self, rollouts, rewards: torch.Tensor, logps: torch.Tensor
+    def base_advantages(self, tasks, rollouts, rewards: torch.Tensor, logps: torch.Tensor
                         ) -> torch.Tensor:
-        """(B,) for GRPO, (B, T) with distillation."""
-        group = group_advantages(rewards, self.rollout.group_size, self.grpo.scale_rewards)
+        """(B,) for GRPO (its group advantages), (B, T) with distillation."""
+        group = super().advantages(tasks, rollouts, rewards, logps)
         if self.ph.base == "grpo":
             return group
         with torch.no_grad():
@@ -109,7 +109,7 @@ class PHModule(GRPOModule):
 
     def advantages(self, tasks, rollouts, rewards: torch.Tensor, logps: torch.Tensor
                    ) -> torch.Tensor:
-        base = self.base_advantages(rollouts, rewards, logps)
+        base = self.base_advantages(tasks, rollouts, rewards, logps)
         s = surprise(rewards, self.prediction(tasks, rollouts, rewards), self.ph.surprise)
         return ph_advantages(base, s if base.dim() == 1 else s[:, None], self.ph.lam,
                              self.ph.weighting)
