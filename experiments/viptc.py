@@ -19,6 +19,7 @@ from methods.viptc.lifelong import (
     forgetting,
     image_shaped_tensors,
     paired_drops,
+    reid_net,
     run_stream,
 )
 
@@ -65,10 +66,12 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     rows, curves, exemplars = [], {}, 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
     streams = {seed: reid_stream(data, np.random.default_rng(seed)) for seed in seeds}
+    if method.backbone != "small_cnn":
+        reid_net(method.backbone)  # fetched once here; a missing model fails before the jobs
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     trained = map_jobs(train_arm, [
         (streams[seed], arm, options, protocol.epochs, protocol.lr, protocol.ids_per_batch,
-         protocol.per_modality, method.width, method.dim, seed, ctx.compute)
+         protocol.per_modality, method.width, method.dim, seed, ctx.compute, method.backbone)
         for seed, arm in jobs], protocol.workers,
         lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):

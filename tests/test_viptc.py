@@ -165,6 +165,48 @@ def test_protocol_run(tmp_path):
     assert m["exemplars_stored"] == 0
 
 
+def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path):
+    """A transformer (class token, position embeddings interpolated to a 32 x 16 image) and
+    a CNN (its own pooled output) by folder; a one-stage stream keeps only prototypes of
+    the backbone's feature size."""
+    from transformers import ResNetConfig, ResNetModel, ViTConfig, ViTModel
+
+    from methods.viptc.lifelong import Arm, LossOptions, image_shaped_tensors, reid_net, run_stream
+
+    torch.manual_seed(0)
+    vit = ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=24, num_hidden_layers=1,
+                             num_attention_heads=2, intermediate_size=32))
+    resnet = ResNetModel(ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                                      layer_type="basic"))
+    vit.save_pretrained(tmp_path / "vit")
+    resnet.save_pretrained(tmp_path / "resnet")
+    images = torch.randn(5, 3, 32, 16)
+    for name, reference, dim in (("vit", vit, 24), ("resnet", resnet, 16)):
+        net = reid_net(str(tmp_path / name)).eval()
+        assert net.dim == dim
+        reference.eval()
+        with torch.no_grad():
+            if name == "vit":
+                expected = reference(images, interpolate_pos_encoding=True).last_hidden_state[:, 0]
+            else:
+                expected = reference(images).pooler_output.flatten(1)
+            assert torch.allclose(net.backbone(images), expected, atol=1e-5)
+    # loaded for training (from_pretrained returns eval mode: dropout and BN statistics off)
+    assert all(m.training for m in reid_net(str(tmp_path / "resnet")).modules())
+    tasks = synthetic_stream(1, 6, 4, 4, 32, 16, 0.05, np.random.default_rng(0))
+    _, state = run_stream(tasks, Arm("sptc", sptc=1.0), LossOptions(), 1, 1e-3, 3, 2, 8, 16, 0,
+                          None, str(tmp_path / "vit"))
+    assert state["prototypes"].shape == (2 * 6, 24)
+    assert image_shaped_tensors(state, 32, 16) == 0
+
+
+def test_a_backbone_by_name_fails_offline_with_one_line(tmp_path):
+    _, failed = run_failing(["+paper=viptc", "method.backbone=google/vit-base-patch16-224-in21k",
+                             "protocol.seeds=1"], tmp_path / "run")
+    assert "google/vit-base-patch16-224-in21k" in failed["error"]
+    assert "method.backbone" in failed["error"] and "\n" not in failed["error"]
+
+
 def test_missing_real_dataset_is_one_clear_error(tmp_path):
     _, failed = run_failing(["+paper=viptc", "dataset=vi_reid", "dataset.order=[regdb]",
                              f"dataset.regdb_root={tmp_path}/RegDB",

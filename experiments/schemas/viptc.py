@@ -20,6 +20,7 @@ class ViptcConfig(MethodConfig):
     form: str = MISSING  # frobenius | kl
     cmptc_topology: str = MISSING  # batch | history: what CM-PTC's topology matrices relate
     margin: float = MISSING
+    backbone: str = MISSING  # small_cnn | a vision model's hub id or local folder
     width: int = MISSING
     dim: int = MISSING
 

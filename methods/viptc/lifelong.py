@@ -10,6 +10,7 @@ identities per modality are appended to the prototype bank (no images are kept).
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass, field
 
 import lightning as L
@@ -64,18 +65,51 @@ class LossOptions:
                                 f"({', '.join(allowed)})")
 
 
-class ReidNet(nn.Module):
-    def __init__(self, width: int = 32, dim: int = 128):
+def small_cnn(width: int = 32, dim: int = 128) -> nn.Sequential:
+    """Four conv-BN-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim)."""
+
+    def block(cin, cout, stride):
+        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True)]
+
+    return nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
+                         *block(2 * width, 2 * width, 1), *block(2 * width, dim, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+class HubBackbone(nn.Module):
+    """A pretrained vision model by hub id or local folder, loaded with transformers'
+    AutoModel (e.g. google/vit-base-patch16-224-in21k, the ViT family CKDA builds on, or
+    microsoft/resnet-50, AGW's backbone): the class token of a transformer's last hidden
+    state, or the global average of a CNN's last feature map. A transformer that can
+    interpolate its position embeddings takes the ReID image size (e.g. 256 x 128) as is."""
+
+    def __init__(self, hub_id: str):
         super().__init__()
+        from transformers import AutoModel
 
-        def block(cin, cout, stride):
-            return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                    nn.ReLU(inplace=True)]
+        from models.lm.loader import load_by_name
 
-        self.backbone = nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
-                                      *block(2 * width, 2 * width, 1),
-                                      *block(2 * width, dim, 2), nn.AdaptiveAvgPool2d(1),
-                                      nn.Flatten())
+        self.model = load_by_name(
+            hub_id, lambda local: AutoModel.from_pretrained(hub_id, local_files_only=local),
+            kind="backbone", setting="method.backbone").train()  # from_pretrained: eval mode
+        config = self.model.config
+        self.dim = getattr(config, "hidden_size", None) or config.hidden_sizes[-1]
+        self.interpolate = ("interpolate_pos_encoding"
+                            in inspect.signature(self.model.forward).parameters)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        extra = {"interpolate_pos_encoding": True} if self.interpolate else {}
+        hidden = self.model(pixel_values=images, **extra).last_hidden_state
+        return hidden.mean((2, 3)) if hidden.dim() == 4 else hidden[:, 0]
+
+
+class ReidNet(nn.Module):
+    """A backbone, a BN-neck (the retrieval features) and one identity head per task."""
+
+    def __init__(self, backbone: nn.Module, dim: int):
+        super().__init__()
+        self.backbone = backbone
         self.neck = nn.BatchNorm1d(dim)
         self.heads = nn.ModuleList()
         self.dim = dim
@@ -86,6 +120,15 @@ class ReidNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Retrieval features (after the BN-neck)."""
         return self.neck(self.backbone(x))
+
+
+def reid_net(backbone: str = "small_cnn", width: int = 32, dim: int = 128) -> ReidNet:
+    """``small_cnn`` (``width`` channels, ``dim`` features; trained from scratch) or a
+    pretrained vision model by hub id or local folder (its own feature size)."""
+    if backbone == "small_cnn":
+        return ReidNet(small_cnn(width, dim), dim)
+    hub = HubBackbone(backbone)
+    return ReidNet(hub, hub.dim)
 
 
 @dataclass
@@ -254,12 +297,13 @@ def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
 
 def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
                ids_per_batch: int, per_modality: int, width: int, dim: int, seed: int,
-               compute: Compute | None = None) -> tuple[list[StageResult], dict]:
+               compute: Compute | None = None,
+               backbone: str = "small_cnn") -> tuple[list[StageResult], dict]:
     """Train ``arm`` over the stream; the evaluation after every stage on the tasks seen so
     far, and the state an exemplar-free method keeps between stages."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net, bank, old = ReidNet(width, dim), PrototypeBank(), None
+    net, bank, old = reid_net(backbone, width, dim), PrototypeBank(), None
     label_maps, results = [], []
     for stage, task in enumerate(tasks):
         uniq = torch.unique(task.train.ids).tolist()
