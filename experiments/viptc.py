@@ -69,10 +69,13 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if method.backbone != "small_cnn":
         reid_net(method.backbone)  # fetched once here; a missing model fails before the jobs
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
+    # worker processes fill a CPU's cores; on GPUs the jobs run in turn, each spread over the
+    # devices by the trainer's strategy
+    workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
     trained = map_jobs(train_arm, [
         (streams[seed], arm, options, protocol.epochs, protocol.lr, protocol.ids_per_batch,
          protocol.per_modality, method.width, method.dim, seed, ctx.compute, method.backbone)
-        for seed, arm in jobs], protocol.workers,
+        for seed, arm in jobs], workers,
         lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
         exemplars += stored
