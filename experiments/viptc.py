@@ -63,7 +63,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
     options = LossOptions(method.tau, method.divergence, method.anchor, method.form,
                           method.margin, method.cmptc_topology)
-    rows, curves, exemplars = [], {}, 0
+    rows, stage_rows, exemplars = [], [], 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
     streams = {seed: reid_stream(data, np.random.default_rng(seed)) for seed in seeds}
     if method.backbone != "small_cnn":
@@ -80,13 +80,17 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
         exemplars += stored
         rows.append({"arm": arm.name, "seed": seed, **summarize(results)})
-        curves.setdefault(arm.name, []).append(
-            [float(np.mean(r.cross[:1])) for r in results])  # the first task over stages
+        stage_rows += [{"arm": arm.name, "seed": seed, "stage": stage + 1, "task": task + 1,
+                        "cross_map": r.cross[task], "rgb_map": r.rgb[task],
+                        "ir_map": r.ir[task], "cross_rank1": r.rank1[task]}
+                       for stage, r in enumerate(results) for task in range(len(r.cross))]
     ctx.save_table("arms", rows)
+    ctx.save_table("stages", stage_rows)  # every seen task's mAP after every stage
+    names = list(dict.fromkeys(r["arm"] for r in rows))
     mean = {a: {k: float(np.mean([r[k] for r in rows if r["arm"] == a]))
-                for k in rows[0] if k not in ("arm", "seed")} for a in curves}
+                for k in rows[0] if k not in ("arm", "seed")} for a in names}
     ctx.save_table("arms_mean", [{"arm": a, **v} for a, v in mean.items()])
-    ctx.save_figure("forgetting", _figure(mean, curves))
+    ctx.save_figure("forgetting", _figure(mean, stage_rows))
     metrics = {f"{k}_{a}": v for a, values in mean.items() for k, v in values.items()}
     metrics.update({f"forgetting_{a}": mean[a]["forgetting"] for a in mean})
     metrics.update({f"asymmetry_{a}": mean[a]["asymmetry"] for a in mean})
@@ -99,8 +103,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     return metrics
 
 
-def _figure(mean: dict, curves: dict):
-    fig, axes = subplots(3, panel=(4.8, 3.6))
+def _figure(mean: dict, stage_rows: list[dict]):
+    fig, axes = subplots(4, panel=(4.8, 3.6))
     names = list(mean)
     x = np.arange(len(names))
     labels = [LABELS.get(n, n) for n in names]
@@ -112,10 +116,16 @@ def _figure(mean: dict, curves: dict):
     axes[1].legend(fontsize=7)
     for ax in axes[:2]:
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+    stages = sorted({r["stage"] for r in stage_rows})
     for n in names:
-        curve = np.mean(curves[n], axis=0)
-        axes[2].plot(np.arange(1, len(curve) + 1), curve, "-o", label=LABELS.get(n, n))
+        mine = [r for r in stage_rows if r["arm"] == n]
+        first = [np.mean([r["cross_map"] for r in mine if r["stage"] == s and r["task"] == 1])
+                 for s in stages]
+        seen = [np.mean([r["cross_map"] for r in mine if r["stage"] == s]) for s in stages]
+        axes[2].plot(stages, first, "-o", label=LABELS.get(n, n))
+        axes[3].plot(stages, seen, "-o", label=LABELS.get(n, n))
     axes[2].set(title="task 1 cross-modal mAP after each stage", xlabel="stage", ylabel="mAP")
-    axes[2].legend(fontsize=7)
+    axes[3].set(title="mean over seen tasks after each stage", xlabel="stage", ylabel="mAP")
+    axes[3].legend(fontsize=7)
     fig.tight_layout()
     return fig

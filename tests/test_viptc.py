@@ -5,6 +5,8 @@ no image-shaped tensor in the stored state, and protocol runs."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 import torch
@@ -163,6 +165,13 @@ def test_protocol_run(tmp_path):
                 "asymmetry_both", "new_task_map_sptc_over_finetune"):
         assert key in m and np.isfinite(m[key])
     assert m["exemplars_stored"] == 0
+    with open(tmp_path / "run" / "tables" / "stages.csv") as f:
+        stages = list(csv.DictReader(f))
+    assert len(stages) == 3 * (1 + 2 + 3 + 4)  # arms x the seen tasks of 4 stages
+    for arm in ("finetune", "sptc"):
+        newest = [float(r["cross_map"]) for r in stages
+                  if r["arm"] == arm and r["stage"] == r["task"]]
+        assert np.mean(newest) == pytest.approx(m[f"new_task_map_{arm}"])
 
 
 def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path):
