@@ -7,7 +7,8 @@ background; IR images show only the silhouette's heat pattern (colour is invisib
 task-specific thermal gain. The two modalities' class-similarity structures therefore differ
 by construction: RGB neighbours share colours, IR neighbours share shapes. Images vary by
 horizontal shift, brightness and noise. Each task has training identities and disjoint test
-identities (query and gallery images in both modalities).
+identities (query and gallery images in both modalities). ``reid_pretraining``: identities of
+one more domain to pretrain the backbone on before the stream.
 
 ``regdb_stream`` / ``sysu_stream`` / ``llcm_stream``: the real datasets on a user's machine,
 one task each (RegDB: ``idx/{train,test}_{visible,thermal}_{trial}.txt`` with "path label"
@@ -94,8 +95,11 @@ def synthetic_stream(tasks: int, train_ids: int, test_ids: int, images_per_id: i
                         modality.append(mod)
                         cams.append(2 * mod + k % 2)  # two cameras per modality
                 next_id += 1
-            splits[split] = ReidSplit(torch.tensor(np.stack(images)), torch.tensor(ids),
-                                      torch.tensor(modality), torch.tensor(cams))
+            pixels = (np.stack(images) if images
+                      else np.zeros((0, 3, height, width), dtype=np.float32))
+            splits[split] = ReidSplit(torch.tensor(pixels), torch.tensor(ids, dtype=torch.long),
+                                      torch.tensor(modality, dtype=torch.long),
+                                      torch.tensor(cams, dtype=torch.long))
         out.append(ReidTask(f"task{t + 1}", splits["train"], splits["test"]))
     return out
 
@@ -194,6 +198,16 @@ def llcm_stream(root: str, height: int, width: int, max_images_per_id: int) -> l
 def _offset_ids(task: ReidTask, offset: int) -> ReidTask:
     return ReidTask(task.name, *(ReidSplit(s.images, s.ids + offset, s.modality, s.cams)
                                  for s in (task.train, task.test)))
+
+
+def reid_pretraining(cfg, rng: np.random.Generator) -> ReidSplit | None:
+    """The synthetic stream's pretraining set: ``pretrain_ids`` identities of one more
+    domain, disjoint from the stream and never evaluated; None when there is none (real
+    data starts from a pretrained backbone instead)."""
+    if cfg.name != "synthetic" or not cfg.get("pretrain_ids"):
+        return None
+    return synthetic_stream(1, cfg.pretrain_ids, 0, cfg.images_per_id, cfg.height, cfg.width,
+                            cfg.noise, rng)[0].train
 
 
 def reid_stream(cfg, rng: np.random.Generator) -> list[ReidTask]:

@@ -1,14 +1,15 @@
 """viptc protocol: every arm (finetune, joint upper bound, feature KD, CKA KD, S-PTC, CM-PTC,
-both) over the same task stream for several seeds; cross-modal mAP on every seen task after
-every stage, forgetting, intra-modal forgetting per modality (asymmetry), plasticity on the
-newest task, the RGB/IR topology gap, and a check that no exemplar is stored."""
+both) over the same task streams, each stream's arms from the same pretrained backbone (the
+synthetic stream's pretraining domain); cross-modal mAP on every seen task after every stage,
+forgetting, intra-modal forgetting per modality (asymmetry), plasticity on the newest task,
+the RGB/IR topology gap, and a check that no exemplar is stored."""
 
 from __future__ import annotations
 
 import numpy as np
 from omegaconf import DictConfig
 
-from data.reid_stream import reid_stream
+from data.reid_stream import reid_pretraining, reid_stream
 from experiments.helpers.figures import subplots
 from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
@@ -19,6 +20,7 @@ from methods.viptc.lifelong import (
     forgetting,
     image_shaped_tensors,
     paired_drops,
+    pretrain,
     reid_net,
     run_stream,
 )
@@ -65,17 +67,28 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                           method.margin, method.cmptc_topology)
     rows, stage_rows, exemplars = [], [], 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
-    streams = {seed: reid_stream(data, np.random.default_rng(seed)) for seed in seeds}
+    streams, pretraining = {}, {}
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        streams[seed] = reid_stream(data, rng)
+        pretraining[seed] = reid_pretraining(data, rng)
     if method.backbone != "small_cnn":
         reid_net(method.backbone)  # fetched once here; a missing model fails before the jobs
-    jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     # worker processes fill a CPU's cores; on GPUs the jobs run in turn, each spread over the
     # devices by the trainer's strategy
     workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
+    training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
+                method.width, method.dim)
+    to_pretrain = [seed for seed in seeds if pretraining[seed] is not None]
+    initial = dict.fromkeys(seeds)
+    initial.update(zip(to_pretrain, map_jobs(pretrain, [
+        (pretraining[seed], *training, seed, ctx.compute, method.backbone)
+        for seed in to_pretrain], workers,
+        lambda items, total: ctx.progress(items, "pretraining", total)), strict=True))
+    jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     trained = map_jobs(train_arm, [
-        (streams[seed], arm, options, protocol.epochs, protocol.lr, protocol.ids_per_batch,
-         protocol.per_modality, method.width, method.dim, seed, ctx.compute, method.backbone)
-        for seed, arm in jobs], workers,
+        (streams[seed], arm, options, *training, seed, ctx.compute, method.backbone,
+         initial[seed]) for seed, arm in jobs], workers,
         lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
         exemplars += stored
@@ -124,8 +137,10 @@ def _figure(mean: dict, stage_rows: list[dict]):
         seen = [np.mean([r["cross_map"] for r in mine if r["stage"] == s]) for s in stages]
         axes[2].plot(stages, first, "-o", label=LABELS.get(n, n))
         axes[3].plot(stages, seen, "-o", label=LABELS.get(n, n))
-    axes[2].set(title="task 1 cross-modal mAP after each stage", xlabel="stage", ylabel="mAP")
-    axes[3].set(title="mean over seen tasks after each stage", xlabel="stage", ylabel="mAP")
+    axes[2].set(title="task 1 cross-modal mAP after each stage", xlabel="stage", ylabel="mAP",
+                xticks=stages)
+    axes[3].set(title="mean over seen tasks after each stage", xlabel="stage", ylabel="mAP",
+                xticks=stages)
     axes[3].legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -156,11 +156,38 @@ def test_stream_keeps_only_prototypes_and_weights():
     assert image_shaped_tensors({"x": tasks[0].train.images}, 16, 8) == 1
 
 
+def test_pretraining_is_its_own_domain_and_a_deterministic_start():
+    from omegaconf import OmegaConf
+
+    from data.reid_stream import reid_pretraining, reid_stream
+    from methods.viptc.lifelong import pretrain, reid_net
+
+    cfg = OmegaConf.create({"name": "synthetic", "tasks": 2, "train_ids": 6, "test_ids": 4,
+                            "images_per_id": 4, "height": 16, "width": 8, "noise": 0.05,
+                            "pretrain_ids": 5})
+    rng = np.random.default_rng(0)
+    stream, split = reid_stream(cfg, rng), reid_pretraining(cfg, rng)
+    # drawn after the stream: the stream is the same with or without pretraining
+    alone = reid_stream(OmegaConf.merge(cfg, {"pretrain_ids": 0}), np.random.default_rng(0))
+    for with_pretraining, without in zip(stream, alone, strict=True):
+        assert torch.equal(with_pretraining.train.images, without.train.images)
+    assert reid_pretraining(OmegaConf.merge(cfg, {"pretrain_ids": 0}), rng) is None
+    assert split.images.shape == (5 * 4 * 2, 3, 16, 8) and split.ids.unique().numel() == 5
+    state = pretrain(split, 2, 1e-2, 5, 2, 8, 16, seed=0)
+    assert not any(k.startswith("heads.") for k in state)
+    assert all(torch.equal(v, state[k]) for k, v in pretrain(split, 2, 1e-2, 5, 2, 8, 16,
+                                                              seed=0).items())
+    torch.manual_seed(0)
+    fresh = reid_net("small_cnn", 8, 16).state_dict()
+    assert not torch.equal(fresh["backbone.0.weight"], state["backbone.0.weight"])
+    reid_net("small_cnn", 8, 16).load_state_dict(state)  # strict: backbone and neck only
+
+
 def test_protocol_run(tmp_path):
     m = run_paper(["+paper=viptc", "protocol.seeds=1", "protocol.epochs=1",
-                   "dataset.train_ids=6", "dataset.test_ids=4", "dataset.images_per_id=4",
-                   "protocol.arms=[finetune,sptc,both]", "protocol.ids_per_batch=3",
-                   "protocol.per_modality=2"], tmp_path / "run")
+                   "dataset.pretrain_ids=6", "dataset.train_ids=6", "dataset.test_ids=4",
+                   "dataset.images_per_id=4", "protocol.arms=[finetune,sptc,both]",
+                   "protocol.ids_per_batch=3", "protocol.per_modality=2"], tmp_path / "run")
     for key in ("forgetting_finetune", "forgetting_sptc", "forgetting_both", "asymmetry_sptc",
                 "asymmetry_both", "new_task_map_sptc_over_finetune"):
         assert key in m and np.isfinite(m[key])

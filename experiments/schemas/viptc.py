@@ -45,6 +45,7 @@ class SyntheticConfig(DatasetConfig):
     height: int = MISSING
     width: int = MISSING
     noise: float = MISSING
+    pretrain_ids: int = MISSING  # identities of a pretraining domain (0: train from scratch)
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """Exemplar-free lifelong training over a stream of VI-ReID tasks and its evaluation.
 
-One shared backbone (a small CNN with a BN-neck) and one identity head per task. Each stage
-trains on the current task only (``joint``: on every task so far, the upper bound that keeps
-all data) with cross-entropy + batch-hard triplet and the arm's extra losses against the
-frozen model of the previous stage. After a stage the class means of the task's training
-identities per modality are appended to the prototype bank (no images are kept).
+One shared backbone (a small CNN, or a pretrained vision model by name, with a BN-neck) and
+one identity head per task, starting from pretrained weights (``pretrain``) or from scratch.
+Each stage trains on the current task only (``joint``: on every task so far, the upper bound
+that keeps all data) with cross-entropy + batch-hard triplet and the arm's extra losses
+against the frozen model of the previous stage. After a stage the class means of the task's
+training identities per modality are appended to the prototype bank (no images are kept).
 """
 
 from __future__ import annotations
@@ -295,15 +296,38 @@ def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
     return out
 
 
+def pretrain(split: ReidSplit, epochs: int, lr: float, ids_per_batch: int, per_modality: int,
+             width: int, dim: int, seed: int, compute: Compute | None = None,
+             backbone: str = "small_cnn") -> dict[str, torch.Tensor]:
+    """The backbone and BN-neck weights after cross-entropy + triplet training on a
+    pretraining set (its identity head is dropped): every arm's common start on a stream,
+    as a pretrained backbone is on real data."""
+    torch.manual_seed(seed)
+    net = reid_net(backbone, width, dim)
+    labels = {pid: k for k, pid in enumerate(torch.unique(split.ids).tolist())}
+    net.add_head(len(labels))
+    module = StageModule(net, None, PrototypeBank(), Arm("pretraining"), LossOptions(),
+                         [labels], lr)
+    make_trainer(compute, max_epochs=1).fit(
+        module, _loader([ReidTask("pretraining", split, split)], [0], epochs, ids_per_batch,
+                        per_modality, np.random.default_rng(seed)))
+    return {k: v for k, v in module.net.cpu().state_dict().items()
+            if not k.startswith("heads.")}
+
+
 def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
                ids_per_batch: int, per_modality: int, width: int, dim: int, seed: int,
-               compute: Compute | None = None,
-               backbone: str = "small_cnn") -> tuple[list[StageResult], dict]:
-    """Train ``arm`` over the stream; the evaluation after every stage on the tasks seen so
-    far, and the state an exemplar-free method keeps between stages."""
+               compute: Compute | None = None, backbone: str = "small_cnn",
+               initial: dict[str, torch.Tensor] | None = None
+               ) -> tuple[list[StageResult], dict]:
+    """Train ``arm`` over the stream from ``initial`` backbone and neck weights (e.g.
+    ``pretrain``'s; None: from scratch); the evaluation after every stage on the tasks seen
+    so far, and the state an exemplar-free method keeps between stages."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     net, bank, old = reid_net(backbone, width, dim), PrototypeBank(), None
+    if initial is not None:
+        net.load_state_dict(initial)
     label_maps, results = [], []
     for stage, task in enumerate(tasks):
         uniq = torch.unique(task.train.ids).tolist()
