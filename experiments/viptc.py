@@ -17,11 +17,11 @@ from experiments.runner.context import RunContext
 from methods.viptc.lifelong import (
     Arm,
     LossOptions,
+    NetSpec,
     forgetting,
     image_shaped_tensors,
     paired_drops,
     pretrain,
-    reid_net,
     run_stream,
 )
 
@@ -72,23 +72,23 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         rng = np.random.default_rng(seed)
         streams[seed] = reid_stream(data, rng)
         pretraining[seed] = reid_pretraining(data, rng)
-    if method.backbone != "small_cnn":
-        reid_net(method.backbone)  # fetched once here; a missing model fails before the jobs
+    spec = NetSpec(method.backbone, method.width, method.dim, method.norm)
+    if spec.backbone != "small_cnn":
+        spec.build()  # fetched once here; a missing model fails before the jobs
     # worker processes fill a CPU's cores; on GPUs the jobs run in turn, each spread over the
     # devices by the trainer's strategy
     workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
     training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
-                method.width, method.dim)
+                spec)
     to_pretrain = [seed for seed in seeds if pretraining[seed] is not None]
     initial = dict.fromkeys(seeds)
     initial.update(zip(to_pretrain, map_jobs(pretrain, [
-        (pretraining[seed], *training, seed, ctx.compute, method.backbone)
-        for seed in to_pretrain], workers,
+        (pretraining[seed], *training, seed, ctx.compute) for seed in to_pretrain], workers,
         lambda items, total: ctx.progress(items, "pretraining", total)), strict=True))
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     trained = map_jobs(train_arm, [
-        (streams[seed], arm, options, *training, seed, ctx.compute, method.backbone,
-         initial[seed]) for seed, arm in jobs], workers,
+        (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed])
+        for seed, arm in jobs], workers,
         lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
         exemplars += stored

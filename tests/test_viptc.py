@@ -145,14 +145,15 @@ def test_synthetic_modalities_differ_in_class_structure():
 
 
 def test_stream_keeps_only_prototypes_and_weights():
-    from methods.viptc.lifelong import Arm, LossOptions, image_shaped_tensors, run_stream
+    from methods.viptc.lifelong import Arm, LossOptions, NetSpec, image_shaped_tensors, run_stream
 
     tasks = synthetic_stream(2, 6, 4, 4, 16, 8, 0.05, np.random.default_rng(0))
-    results, state = run_stream(tasks, Arm("both", sptc=1.0, cmptc=1.0), LossOptions(), 1,
-                                1e-3, 3, 2, 8, 16, 0)
-    assert len(results) == 2 and len(results[1].cross) == 2
-    assert state["prototypes"].shape == (2 * 2 * 6, 16)
-    assert image_shaped_tensors(state, 16, 8) == 0
+    for norm in ("batch", "group"):
+        results, state = run_stream(tasks, Arm("both", sptc=1.0, cmptc=1.0), LossOptions(), 1,
+                                    1e-3, 3, 2, NetSpec(width=8, dim=16, norm=norm), 0)
+        assert len(results) == 2 and len(results[1].cross) == 2
+        assert state["prototypes"].shape == (2 * 2 * 6, 16)
+        assert image_shaped_tensors(state, 16, 8) == 0
     assert image_shaped_tensors({"x": tasks[0].train.images}, 16, 8) == 1
 
 
@@ -160,7 +161,7 @@ def test_pretraining_is_its_own_domain_and_a_deterministic_start():
     from omegaconf import OmegaConf
 
     from data.reid_stream import reid_pretraining, reid_stream
-    from methods.viptc.lifelong import pretrain, reid_net
+    from methods.viptc.lifelong import NetSpec, pretrain
 
     cfg = OmegaConf.create({"name": "synthetic", "tasks": 2, "train_ids": 6, "test_ids": 4,
                             "images_per_id": 4, "height": 16, "width": 8, "noise": 0.05,
@@ -173,14 +174,15 @@ def test_pretraining_is_its_own_domain_and_a_deterministic_start():
         assert torch.equal(with_pretraining.train.images, without.train.images)
     assert reid_pretraining(OmegaConf.merge(cfg, {"pretrain_ids": 0}), rng) is None
     assert split.images.shape == (5 * 4 * 2, 3, 16, 8) and split.ids.unique().numel() == 5
-    state = pretrain(split, 2, 1e-2, 5, 2, 8, 16, seed=0)
+    spec = NetSpec(width=8, dim=16)
+    state = pretrain(split, 2, 1e-2, 5, 2, spec, seed=0)
     assert not any(k.startswith("heads.") for k in state)
-    assert all(torch.equal(v, state[k]) for k, v in pretrain(split, 2, 1e-2, 5, 2, 8, 16,
-                                                              seed=0).items())
+    again = pretrain(split, 2, 1e-2, 5, 2, spec, seed=0)
+    assert all(torch.equal(v, state[k]) for k, v in again.items())
     torch.manual_seed(0)
-    fresh = reid_net("small_cnn", 8, 16).state_dict()
+    fresh = spec.build().state_dict()
     assert not torch.equal(fresh["backbone.0.weight"], state["backbone.0.weight"])
-    reid_net("small_cnn", 8, 16).load_state_dict(state)  # strict: backbone and neck only
+    spec.build().load_state_dict(state)  # strict: backbone and neck only
 
 
 def test_protocol_run(tmp_path):
@@ -207,7 +209,7 @@ def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path)
     the backbone's feature size."""
     from transformers import ResNetConfig, ResNetModel, ViTConfig, ViTModel
 
-    from methods.viptc.lifelong import Arm, LossOptions, image_shaped_tensors, reid_net, run_stream
+    from methods.viptc.lifelong import Arm, LossOptions, NetSpec, image_shaped_tensors, run_stream
 
     torch.manual_seed(0)
     vit = ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=24, num_hidden_layers=1,
@@ -218,7 +220,7 @@ def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path)
     resnet.save_pretrained(tmp_path / "resnet")
     images = torch.randn(5, 3, 32, 16)
     for name, reference, dim in (("vit", vit, 24), ("resnet", resnet, 16)):
-        net = reid_net(str(tmp_path / name)).eval()
+        net = NetSpec(str(tmp_path / name)).build().eval()
         assert net.dim == dim
         reference.eval()
         with torch.no_grad():
@@ -228,10 +230,10 @@ def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path)
                 expected = reference(images).pooler_output.flatten(1)
             assert torch.allclose(net.backbone(images), expected, atol=1e-5)
     # loaded for training (from_pretrained returns eval mode: dropout and BN statistics off)
-    assert all(m.training for m in reid_net(str(tmp_path / "resnet")).modules())
+    assert all(m.training for m in NetSpec(str(tmp_path / "resnet")).build().modules())
     tasks = synthetic_stream(1, 6, 4, 4, 32, 16, 0.05, np.random.default_rng(0))
-    _, state = run_stream(tasks, Arm("sptc", sptc=1.0), LossOptions(), 1, 1e-3, 3, 2, 8, 16, 0,
-                          None, str(tmp_path / "vit"))
+    _, state = run_stream(tasks, Arm("sptc", sptc=1.0), LossOptions(), 1, 1e-3, 3, 2,
+                          NetSpec(str(tmp_path / "vit")), 0)
     assert state["prototypes"].shape == (2 * 6, 24)
     assert image_shaped_tensors(state, 32, 16) == 0
 

@@ -66,12 +66,17 @@ class LossOptions:
                                 f"({', '.join(allowed)})")
 
 
-def small_cnn(width: int = 32, dim: int = 128) -> nn.Sequential:
-    """Four conv-BN-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim)."""
+NORMS = ("batch", "group")
+
+
+def small_cnn(width: int = 32, dim: int = 128, norm: str = "batch") -> nn.Sequential:
+    """Four conv-norm-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim).
+    ``batch``: BatchNorm (running statistics: a new domain shifts how old images are
+    normalised); ``group``: GroupNorm with 8 groups (no running statistics)."""
 
     def block(cin, cout, stride):
-        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                nn.ReLU(inplace=True)]
+        layer = nn.BatchNorm2d(cout) if norm == "batch" else nn.GroupNorm(8, cout)
+        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), layer, nn.ReLU(inplace=True)]
 
     return nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
                          *block(2 * width, 2 * width, 1), *block(2 * width, dim, 2),
@@ -106,12 +111,13 @@ class HubBackbone(nn.Module):
 
 
 class ReidNet(nn.Module):
-    """A backbone, a BN-neck (the retrieval features) and one identity head per task."""
+    """A backbone, a neck (the retrieval features: BatchNorm, the BNNeck of ReID, or
+    LayerNorm, without running statistics) and one identity head per task."""
 
-    def __init__(self, backbone: nn.Module, dim: int):
+    def __init__(self, backbone: nn.Module, dim: int, norm: str = "batch"):
         super().__init__()
         self.backbone = backbone
-        self.neck = nn.BatchNorm1d(dim)
+        self.neck = nn.BatchNorm1d(dim) if norm == "batch" else nn.LayerNorm(dim)
         self.heads = nn.ModuleList()
         self.dim = dim
 
@@ -119,17 +125,30 @@ class ReidNet(nn.Module):
         self.heads.append(nn.Linear(self.dim, classes, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Retrieval features (after the BN-neck)."""
+        """Retrieval features (after the neck)."""
         return self.neck(self.backbone(x))
 
 
-def reid_net(backbone: str = "small_cnn", width: int = 32, dim: int = 128) -> ReidNet:
-    """``small_cnn`` (``width`` channels, ``dim`` features; trained from scratch) or a
-    pretrained vision model by hub id or local folder (its own feature size)."""
-    if backbone == "small_cnn":
-        return ReidNet(small_cnn(width, dim), dim)
-    hub = HubBackbone(backbone)
-    return ReidNet(hub, hub.dim)
+@dataclass(frozen=True)
+class NetSpec:
+    """``small_cnn`` (``width`` channels, ``dim`` features) or a pretrained vision model by
+    hub id or local folder (its own feature size); ``norm``: ``batch`` or ``group`` (the
+    small CNN's layers; the neck: BatchNorm or LayerNorm)."""
+
+    backbone: str = "small_cnn"
+    width: int = 32
+    dim: int = 128
+    norm: str = "batch"
+
+    def __post_init__(self) -> None:
+        if self.norm not in NORMS:
+            raise UserError(f"unknown method.norm '{self.norm}' ({', '.join(NORMS)})")
+
+    def build(self) -> ReidNet:
+        if self.backbone == "small_cnn":
+            return ReidNet(small_cnn(self.width, self.dim, self.norm), self.dim, self.norm)
+        hub = HubBackbone(self.backbone)
+        return ReidNet(hub, hub.dim, self.norm)
 
 
 @dataclass
@@ -297,13 +316,12 @@ def evaluate(net: ReidNet, tasks: list[ReidTask]) -> StageResult:
 
 
 def pretrain(split: ReidSplit, epochs: int, lr: float, ids_per_batch: int, per_modality: int,
-             width: int, dim: int, seed: int, compute: Compute | None = None,
-             backbone: str = "small_cnn") -> dict[str, torch.Tensor]:
-    """The backbone and BN-neck weights after cross-entropy + triplet training on a
+             spec: NetSpec, seed: int, compute: Compute | None = None) -> dict[str, torch.Tensor]:
+    """The backbone and neck weights after cross-entropy + triplet training on a
     pretraining set (its identity head is dropped): every arm's common start on a stream,
     as a pretrained backbone is on real data."""
     torch.manual_seed(seed)
-    net = reid_net(backbone, width, dim)
+    net = spec.build()
     labels = {pid: k for k, pid in enumerate(torch.unique(split.ids).tolist())}
     net.add_head(len(labels))
     module = StageModule(net, None, PrototypeBank(), Arm("pretraining"), LossOptions(),
@@ -316,16 +334,15 @@ def pretrain(split: ReidSplit, epochs: int, lr: float, ids_per_batch: int, per_m
 
 
 def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
-               ids_per_batch: int, per_modality: int, width: int, dim: int, seed: int,
-               compute: Compute | None = None, backbone: str = "small_cnn",
-               initial: dict[str, torch.Tensor] | None = None
+               ids_per_batch: int, per_modality: int, spec: NetSpec, seed: int,
+               compute: Compute | None = None, initial: dict[str, torch.Tensor] | None = None
                ) -> tuple[list[StageResult], dict]:
     """Train ``arm`` over the stream from ``initial`` backbone and neck weights (e.g.
     ``pretrain``'s; None: from scratch); the evaluation after every stage on the tasks seen
     so far, and the state an exemplar-free method keeps between stages."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net, bank, old = reid_net(backbone, width, dim), PrototypeBank(), None
+    net, bank, old = spec.build(), PrototypeBank(), None
     if initial is not None:
         net.load_state_dict(initial)
     label_maps, results = [], []
