@@ -72,7 +72,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         rng = np.random.default_rng(seed)
         streams[seed] = reid_stream(data, rng)
         pretraining[seed] = reid_pretraining(data, rng)
-    spec = NetSpec(method.backbone, method.width, method.dim, method.norm)
+    spec = NetSpec(method.backbone, method.width, method.dim)
     if spec.backbone != "small_cnn":
         spec.build()  # fetched once here; a missing model fails before the jobs
     # worker processes fill a CPU's cores; on GPUs the jobs run in turn, each spread over the

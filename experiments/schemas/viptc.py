@@ -23,7 +23,6 @@ class ViptcConfig(MethodConfig):
     backbone: str = MISSING  # small_cnn | a vision model's hub id or local folder
     width: int = MISSING
     dim: int = MISSING
-    norm: str = MISSING  # batch | group
 
 
 @dataclass

@@ -66,17 +66,12 @@ class LossOptions:
                                 f"({', '.join(allowed)})")
 
 
-NORMS = ("batch", "group")
-
-
-def small_cnn(width: int = 32, dim: int = 128, norm: str = "batch") -> nn.Sequential:
-    """Four conv-norm-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim).
-    ``batch``: BatchNorm (running statistics: a new domain shifts how old images are
-    normalised); ``group``: GroupNorm with 8 groups (no running statistics)."""
+def small_cnn(width: int = 32, dim: int = 128) -> nn.Sequential:
+    """Four conv-BN-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim)."""
 
     def block(cin, cout, stride):
-        layer = nn.BatchNorm2d(cout) if norm == "batch" else nn.GroupNorm(8, cout)
-        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), layer, nn.ReLU(inplace=True)]
+        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True)]
 
     return nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
                          *block(2 * width, 2 * width, 1), *block(2 * width, dim, 2),
@@ -111,13 +106,12 @@ class HubBackbone(nn.Module):
 
 
 class ReidNet(nn.Module):
-    """A backbone, a neck (the retrieval features: BatchNorm, the BNNeck of ReID, or
-    LayerNorm, without running statistics) and one identity head per task."""
+    """A backbone, a BN-neck (the retrieval features) and one identity head per task."""
 
-    def __init__(self, backbone: nn.Module, dim: int, norm: str = "batch"):
+    def __init__(self, backbone: nn.Module, dim: int):
         super().__init__()
         self.backbone = backbone
-        self.neck = nn.BatchNorm1d(dim) if norm == "batch" else nn.LayerNorm(dim)
+        self.neck = nn.BatchNorm1d(dim)
         self.heads = nn.ModuleList()
         self.dim = dim
 
@@ -125,30 +119,24 @@ class ReidNet(nn.Module):
         self.heads.append(nn.Linear(self.dim, classes, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Retrieval features (after the neck)."""
+        """Retrieval features (after the BN-neck)."""
         return self.neck(self.backbone(x))
 
 
 @dataclass(frozen=True)
 class NetSpec:
     """``small_cnn`` (``width`` channels, ``dim`` features) or a pretrained vision model by
-    hub id or local folder (its own feature size); ``norm``: ``batch`` or ``group`` (the
-    small CNN's layers; the neck: BatchNorm or LayerNorm)."""
+    hub id or local folder (its own feature size)."""
 
     backbone: str = "small_cnn"
     width: int = 32
     dim: int = 128
-    norm: str = "batch"
-
-    def __post_init__(self) -> None:
-        if self.norm not in NORMS:
-            raise UserError(f"unknown method.norm '{self.norm}' ({', '.join(NORMS)})")
 
     def build(self) -> ReidNet:
         if self.backbone == "small_cnn":
-            return ReidNet(small_cnn(self.width, self.dim, self.norm), self.dim, self.norm)
+            return ReidNet(small_cnn(self.width, self.dim), self.dim)
         hub = HubBackbone(self.backbone)
-        return ReidNet(hub, hub.dim, self.norm)
+        return ReidNet(hub, hub.dim)
 
 
 @dataclass
