@@ -377,6 +377,26 @@ def test_sweep_summary_mean_std_best_and_fallback(tmp_path):
     assert "mse" in (tmp_path / "summary.md").read_text()
 
 
+def test_sweep_figure_plots_the_first_metric_that_differs(tmp_path, monkeypatch):
+    import experiments.runner.sweep_summary as sweep_summary
+
+    for bits in (1, 2):
+        job = tmp_path / str(bits)
+        job.mkdir()
+        (job / "results.json").write_text(json.dumps({
+            "overrides": ["+paper=x", f"method.bits={bits}"],
+            "metrics": {"stored": 0, "mse": float(bits)}}))
+    plotted = []
+
+    def plot(path, rows, swept, metric, *_):
+        plotted.append(metric)
+        path.write_bytes(b"")
+
+    monkeypatch.setattr(sweep_summary, "_plot", plot)
+    summarize_sweep(tmp_path, {"stored": False, "mse": False})
+    assert plotted == ["mse"]  # "stored" is the same everywhere
+
+
 def test_seed_only_sweep_has_a_summary_and_figure(tmp_path):
     sweep = tmp_path / "sweep"
     proc = _cli("-m", *DITHERQ_SMOKE, "seed=0,1", f"hydra.sweep.dir={sweep}", timeout=300)

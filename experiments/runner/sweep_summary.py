@@ -48,7 +48,7 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
 
     ``primary``: metric name -> higher is better (the paper's ``primary_metrics``); the
     table shows those the jobs have (else the jobs' first metrics) and marks the best
-    configuration in bold; the figure plots the first."""
+    configuration in bold; the figure plots the first that differs between configurations."""
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("results.json"))]
     failed = sorted(p for p in sweep_dir.rglob("failed.json"))
     if not results:
@@ -102,9 +102,10 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
                      + ", ".join(str(p.relative_to(sweep_dir)) for p in failed))
     tmp.with_suffix(".md").write_text("\n".join(lines) + "\n")
     tmp.with_suffix(".md").replace(sweep_dir / "summary.md")
-    if shown:
-        _plot(tmp.with_suffix(".png"), rows, swept, shown[0], title or sweep_dir.name,
-              primary.get(shown[0]))
+    if shown:  # the first metric that differs between configurations (else the first)
+        plotted = next((m for m in shown if len({r[f"{m}_mean"] for r in rows}) > 1), shown[0])
+        _plot(tmp.with_suffix(".png"), rows, swept, plotted, title or sweep_dir.name,
+              primary.get(plotted))
         tmp.with_suffix(".png").replace(sweep_dir / "summary.png")
     last_sweep.update(dir=sweep_dir, jobs=len(results) + len(failed), failed=failed)
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
