@@ -81,10 +81,10 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
                 spec)
     to_pretrain = [seed for seed in seeds if pretraining[seed] is not None]
-    initial = dict.fromkeys(seeds)
-    initial.update(zip(to_pretrain, map_jobs(pretrain, [
-        (pretraining[seed], *training, seed, ctx.compute) for seed in to_pretrain], workers,
-        lambda items, total: ctx.progress(items, "pretraining", total)), strict=True))
+    pretrained = map_jobs(pretrain, [(pretraining[seed], *training, seed, ctx.compute)
+                                     for seed in to_pretrain], workers,
+                          lambda items, total: ctx.progress(items, "pretraining", total))
+    initial = dict.fromkeys(seeds) | dict(zip(to_pretrain, pretrained, strict=True))
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     trained = map_jobs(train_arm, [
         (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed])
