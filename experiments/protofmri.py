@@ -31,6 +31,7 @@ from methods.protofmri import (
     match_concepts,
     noise_ceiling,
     patch_features,
+    patch_grid,
     pearson,
     pointing_game,
     ridge_cv,
@@ -88,11 +89,10 @@ def image_synthesis(features, layer, readout, population, images: np.ndarray,
     target_rise, off_target, selectivity, pairs = [], [], [], []
     for concept in progress(range(len(CONCEPTS))):
         lacking = images[presence[:, concept] < 0.5][:protocol.image_synthesis_images]
-        after = synthesize(features, layer, lacking, int(match[concept]),
-                           protocol.image_synthesis_steps, protocol.image_synthesis_lr,
-                           protocol.image_synthesis_hold)
-        a0, a1 = layer(features.tokens(lacking)), layer(features.tokens(after))
         k = int(match[concept])
+        after = synthesize(features, layer, lacking, k, protocol.image_synthesis_steps,
+                           protocol.image_synthesis_lr, protocol.image_synthesis_hold)
+        a0, a1 = layer(features.tokens(lacking)), layer(features.tokens(after))
         target_rise.append((a1[:, k] - a0[:, k]).mean())
         off_target.append(np.abs(np.delete(a1 - a0, k, axis=1)).mean())
         rise = (readout.predict(a1) - readout.predict(a0)).mean(0)
@@ -287,10 +287,12 @@ def _concept_map_figure(images, maps, presence, match, count: int = 6):
         if shown == count or not len(concepts):
             continue
         c = concepts[shown % len(concepts)]
-        grid = maps[i, match[c]].reshape(8, 8)
+        side = patch_grid(maps.shape[-1])
+        height, width = images.shape[-2:]
         ax = axes[shown]
         ax.imshow(images[i].transpose(1, 2, 0))
-        ax.imshow(np.kron(grid, np.ones((8, 8))), alpha=0.5, cmap="magma")
+        ax.imshow(maps[i, match[c]].reshape(side, side), alpha=0.5, cmap="magma",
+                  extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation="nearest")
         ax.set_title(f"{CONCEPTS[c]}: prototype {match[c]}", fontsize=7)
         ax.set_axis_off()
         shown += 1

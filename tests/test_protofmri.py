@@ -230,6 +230,16 @@ def test_pointing_game_by_hand():
     maps[0, 2, 0] = 1.0  # prototype 2 (matched to concept 0) fires at patch 0: a hit
     maps[1, 1, 5] = 1.0  # prototype 1 (matched to concept 1) fires elsewhere: a miss
     assert pointing_game(maps, masks, np.array([2, 1])) == pytest.approx(0.5)
+    # a hub ViT's 16 x 16 grid: patch 17 is row 1, column 1 (pixels 4-7 of 64)
+    fine = np.zeros((1, 2, 256))
+    fine[0, 0, 17] = 1.0
+    small = np.zeros((1, 1, 64, 64), dtype=bool)
+    small[0, 0, 5, 6] = True
+    assert pointing_game(fine, small, np.array([0])) == pytest.approx(1.0)
+    fine[0, 0, 18] = 2.0  # row 1, column 2: pixels 8-11, outside the mask
+    assert pointing_game(fine, small, np.array([0])) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="square"):
+        pointing_game(np.zeros((1, 2, 60)), small, np.array([0]))
 
 
 def test_a_backbone_by_name_fails_offline_with_one_line(tmp_path):

@@ -9,6 +9,7 @@ from methods.protofmri.analysis import (
     concept_tuning,
     match_concepts,
     noise_ceiling,
+    patch_grid,
     pearson,
     pointing_game,
     tuning_recovery,
@@ -30,6 +31,6 @@ from methods.protofmri.model import (
 __all__ = [
     "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
     "auroc_table", "concept_tuning", "fit_prototypes", "match_concepts", "noise_ceiling",
-    "patch_features", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
+    "patch_features", "patch_grid", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
     "select_prototypes", "synthesize", "tuning_recovery",
 ]

@@ -78,12 +78,21 @@ def tuning_recovery(learned: np.ndarray, planted: np.ndarray) -> float:
     return float(pearson(learned.T, planted.T).mean())
 
 
-def pointing_game(patch_maps: np.ndarray, masks: np.ndarray, match: np.ndarray,
-                  grid: int = 8) -> float:
+def patch_grid(patches: int) -> int:
+    """The side of a square patch grid of ``patches`` tokens (8 for the random CNN's 64; a
+    hub ViT's, e.g. 16 for DINOv2 at 224 px)."""
+    side = int(round(patches ** 0.5))
+    if side * side != patches:
+        raise ValueError(f"{patches} patch tokens do not form a square grid")
+    return side
+
+
+def pointing_game(patch_maps: np.ndarray, masks: np.ndarray, match: np.ndarray) -> float:
     """Localisation: over (image, present concept) pairs, the fraction where the matched
     prototype's most active patch overlaps the concept's mask. ``patch_maps`` (N, K, P)
-    with P = grid x grid patches in raster order; ``masks`` (N, C, H, W)."""
+    with P patches of a square grid in raster order; ``masks`` (N, C, H, W)."""
     n, c, h, w = masks.shape
+    grid = patch_grid(patch_maps.shape[-1])
     cells = masks.reshape(n, c, grid, h // grid, grid, w // grid).any(axis=(3, 5))
     hits, total = 0, 0
     for concept in range(c):
