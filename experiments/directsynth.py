@@ -24,6 +24,7 @@ from methods.directsynth import (
     LanguageModelProposer,
     Limits,
     check_direct,
+    check_sandbox,
     gbfs,
     ground,
     hill_climb,
@@ -109,7 +110,7 @@ def perfect_is_direct(tasks, max_states: int, max_steps: int, rng: random.Random
 def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:
     method, protocol = cfg.method, cfg.protocol
     limits = Limits(protocol.max_states, protocol.max_expansions, protocol.timeout,
-                    protocol.memory_mb)
+                    protocol.memory_mb, method.sandbox.name)
     training = [t for t in (ground(domain.domain_file, p) for p in domain.training)
                 if not t.unsolvable]
     testing = [t for t in (ground(domain.domain_file, p) for p in domain.testing)
@@ -148,6 +149,7 @@ def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:
 @register_paper("directsynth")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     data = cfg.dataset
+    check_sandbox(cfg.method.sandbox.name)  # refuse before any work when it cannot run
     domains = planning_domains(data.root, list(data.domains), data.training_level,
                                data.training_tasks, data.test_level, data.test_tasks)
     generator = text_generator(cfg, ctx)
@@ -163,7 +165,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_table("test_tasks", [{"domain": r["domain"], "heuristic": name, **row}
                                   for r in results for name, rows in r["test"].items()
                                   for row in rows])
-    hostile = run_hostile_suite(ground(domains[0].domain_file, domains[0].training[0]))
+    hostile = run_hostile_suite(ground(domains[0].domain_file, domains[0].training[0]),
+                                sandbox=cfg.method.sandbox.name)
     ctx.save_table("hostile_programs", [vars(o) for o in hostile])
     ctx.save_figure("synthesis", _figure(results))
     return _metrics(results, hostile)

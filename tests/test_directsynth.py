@@ -7,7 +7,9 @@ the language-model proposers (a local HTTP endpoint, the packaged SmolLM2) and p
 from __future__ import annotations
 
 import json
+import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +30,7 @@ from methods.directsynth import (
     SandboxedHeuristic,
     check_direct,
     check_program,
+    check_sandbox,
     gbfs,
     ground,
     hill_climb,
@@ -41,6 +44,8 @@ from methods.directsynth import (
     validate_plan,
 )
 from methods.directsynth.features import TaskView, task_spec
+from methods.directsynth.hostile import run_hostile_program
+from methods.directsynth.sandbox import valid_value
 
 from .conftest import run_failing, run_paper
 
@@ -338,6 +343,18 @@ def test_hostile_programs_are_contained():
     assert "timeout" in reasons["infinite_loop"]
     assert "MemoryError" in reasons["huge_allocation"]
     assert "not allowed" in reasons["introspect_system"]
+    # no audit event exists for these: the operating system refuses them
+    for name in ("introspect_mknod", "introspect_mkfifo", "introspect_utime"):
+        assert "Operation not permitted" in reasons[name], reasons[name]
+    for name in ("forge_nan_on_descriptors", "forge_stale_reply"):
+        assert "reply channel" in reasons[name], reasons[name]
+
+
+@pytest.mark.parametrize("name", ["introspect_mknod", "introspect_mkfifo", "introspect_utime"])
+def test_the_escape_detector_sees_escapes_past_the_python_guards(name):
+    """Without the operating-system boundary these programs get past the Python guards and
+    the suite reports the escape, so the containment test above can fail."""
+    assert run_hostile_program(name, _task("ferry", 1), sandbox="unsafe_process").escaped
 
 
 def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
@@ -349,13 +366,106 @@ def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
     assert marker.exists()
 
 
+# Plain Python, no guards at all, inside the boundary: every attempt must fail.
+_RAW_ATTEMPTS = """
+import ctypes, json, os, socket, sys
+folder, victim_pid, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def attempt(f):
+    try:
+        f()
+        return "succeeded"
+    except Exception as err:
+        return type(err).__name__
+target = lambda name: os.path.join(folder, name)
+results = {
+    "read_host_file": attempt(lambda: open(target("secret.txt")).read()),
+    "write_host": attempt(lambda: open(target("written"), "w").write("x")),
+    "mknod": attempt(lambda: os.mknod(target("node"))),
+    "mkfifo": attempt(lambda: os.mkfifo(target("fifo"))),
+    "write_tmp": attempt(lambda: open("/tmp/scratch", "w").write("x")),
+    "link": attempt(lambda: os.link(sys.executable, target("hard"))),
+    "symlink": attempt(lambda: os.symlink("/etc/passwd", target("soft"))),
+    "utime": attempt(lambda: os.utime(target("secret.txt"), (0, 0))),
+    "ctypes_mknod": attempt(lambda: (_ for _ in ()).throw(OSError()) if ctypes.CDLL(None).mknod(
+        target("cnode").encode(), 0o10644, 0) != 0 else None),
+    "socket": attempt(lambda: socket.create_connection(("127.0.0.1", port), timeout=1)),
+    "fork": attempt(lambda: os.fork() or os._exit(0)),
+    "kill_victim": attempt(lambda: os.kill(victim_pid, 9)),
+    "kill_all": attempt(lambda: os.kill(-1, 9)),
+    "proc_self_mem": attempt(lambda: open("/proc/self/mem", "r+b").close()),
+}
+results["uid"] = os.getuid()
+results["host_root"] = sorted(os.listdir("/"))
+print(json.dumps(results))
+"""
+
+
+def test_the_boundary_alone_contains_unguarded_code(tmp_path):
+    """The operating-system layer without the worker's Python guards: no write, node, link,
+    timestamp, socket, process or signal reaches the host; only a private /tmp is writable."""
+    from methods.directsynth.isolation import isolated_python
+
+    folder = tmp_path / "host"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    (folder / "secret.txt").write_text("secret")
+    os.utime(folder / "secret.txt", (1e9, 1e9))
+    victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    launch = isolated_python(["-c", _RAW_ATTEMPTS, str(folder), str(victim.pid),
+                              str(server.getsockname()[1])], str(tmp_path))
+    try:
+        done = subprocess.run(launch.argv, capture_output=True, text=True, timeout=60,
+                              pass_fds=launch.pass_fds, cwd=launch.cwd)
+    finally:
+        launch.started()
+    alive = victim.poll() is None
+    victim.kill()
+    victim.wait()
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    server.close()
+    results = json.loads(done.stdout)
+    assert results.pop("uid") == 65534
+    assert results.pop("write_tmp") == "succeeded"  # the private scratch /tmp
+    assert set(results.pop("host_root")) <= {"bin", "dev", "lib", "lib32", "lib64", "opt",
+                                              "proc", "sbin", "tmp", "usr"}
+    allowed = {"proc_self_mem"}  # its own memory only: the process is its own boundary
+    assert {k: v for k, v in results.items() if v == "succeeded" and k not in allowed} == {}
+    assert alive and sorted(p.name for p in folder.iterdir()) == ["secret.txt"]
+    assert os.stat(folder / "secret.txt").st_mtime == 1e9
+
+
+def test_a_missing_bubblewrap_is_one_line_with_the_install_command(monkeypatch):
+    from common.errors import UserError
+    from methods.directsynth import isolation
+
+    isolation.bwrap_available.cache_clear()
+    monkeypatch.setattr(isolation.shutil, "which", lambda *a, **k: None)
+    try:
+        with pytest.raises(UserError, match="apt-get install bubblewrap.*unsafe_process"):
+            check_sandbox("bwrap")
+        with pytest.raises(UserError, match="unknown method.sandbox 'bwarp'"):
+            check_sandbox("bwarp")
+        check_sandbox("unsafe_process")  # trusted code: only a warning
+    finally:
+        isolation.bwrap_available.cache_clear()
+
+
+def test_reply_values_are_checked_again_by_the_caller():
+    assert valid_value(0) and valid_value(2.5) and valid_value(float("inf"))
+    for bad in (float("nan"), float("-inf"), True, "1", None, [1]):
+        assert not valid_value(bad)
+
+
 def test_sandbox_reports_errors_and_keeps_valid_values():
     task = _task("ferry", 1)
     with SandboxedHeuristic("def heuristic(state, task):\n    return len(state) / 2\n") as h:
         h.set_task(task)
         assert h([task.init]) == [len(task.facts(task.init)) / 2]
     for program, message in [("x = 1\n", "defines no function"),
-                             ("def heuristic(state, task):\n    return float('nan')\n", "NaN"),
+                             ("def heuristic(state, task):\n    return float('nan')\n", "nan"),
                              ("def heuristic(state, task):\n    return 1 / 0\n", "line 2")]:
         with pytest.raises(ProgramError, match=message), SandboxedHeuristic(program) as h:
             h.set_task(task)

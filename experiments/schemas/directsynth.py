@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig
+
+
+class Sandbox(Enum):
+    bwrap = "bwrap"  # bubblewrap + seccomp + uid nobody (methods/directsynth/isolation.py)
+    unsafe_process = "unsafe_process"  # a plain subprocess: trusted programs only
 
 
 @dataclass
@@ -19,6 +25,7 @@ class EndpointConfig:
 @dataclass
 class DirectSynthConfig(MethodConfig):
     proposer: str = MISSING  # grammar | model | endpoint
+    sandbox: Sandbox = MISSING  # where the generated programs run
     max_programs: int = MISSING  # budget of the counterexample loop per domain
     search: str = MISSING  # grammar: enumerate | milp (how a repair is found)
     max_terms: int = MISSING  # grammar: terms of an enumerated weighted sum

@@ -5,6 +5,7 @@ sample-and-select baseline over one proposer interface (grammar synthesizer, tra
 model, OpenAI-compatible endpoint), and a sandbox for the generated programs."""
 
 from methods.directsynth.hostile import HOSTILE, run_hostile_suite
+from methods.directsynth.isolation import check_sandbox
 from methods.directsynth.proposers import (
     GOAL_COUNT,
     GrammarProposer,
@@ -36,7 +37,7 @@ from methods.directsynth.synthesis import (
 __all__ = [
     "GOAL_COUNT", "HOSTILE", "Counterexample", "GrammarProposer", "LanguageModelProposer",
     "Limits", "ProgramError", "SandboxedHeuristic", "Task", "check_direct", "check_program",
-    "extract_program", "format_counterexample", "gbfs", "ground", "hill_climb",
+    "check_sandbox", "extract_program", "format_counterexample", "gbfs", "ground", "hill_climb",
     "http_generator", "perfect_heuristic", "read_plan", "run_hostile_suite", "run_over_tasks",
     "sample_and_select", "state_space", "synthesize_direct", "table_heuristic",
     "transformers_generator", "validate_plan",

@@ -1,15 +1,22 @@
 """A suite of hostile heuristic programs and the check that the sandbox contains them.
 
 Each program tries one thing a generated program must never do: loop forever, write a file,
-import os/subprocess/socket, reach ``os.system`` or ``os.open`` through object introspection,
-open a network connection, allocate huge memory, recurse without end, kill its own worker or
-forge protocol replies. A program *escapes* when its side effect happens: the marker file
-exists, the listening socket received a connection, or a forged value reached the caller.
+import os/subprocess/socket, reach ``os.system``, ``os.open``, ``os.mknod``, ``os.mkfifo``,
+``os.link``, ``os.symlink``, ``os.utime``, ``os.fork``, ``os.kill`` or ``os.write`` through
+object introspection (CPython raises no audit event for several of these), load ``ctypes``,
+write ``/proc/self/mem``, open a network connection, allocate huge memory, recurse without
+end, kill its own worker, signal another process, or forge protocol replies on any inherited
+descriptor. A program *escapes* when its side effect happens: the marker file exists, the
+host file's timestamp changed, the victim process died, the listening socket received a
+connection, or a forged value (anything but 0) reached the caller.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +63,52 @@ HOSTILE = {
                    "    _globals_with('_exit')['_exit'](0)\n",
     "forge_reply": "def heuristic(state, task):\n"
                    "    print('{{\"h\": [-1000]}}')\n    return 0\n",
+    "introspect_mknod": _INTROSPECT + "def heuristic(state, task):\n"
+                        "    _globals_with('mknod')['mknod']({marker!r})\n    return 0\n",
+    "introspect_mkfifo": _INTROSPECT + "def heuristic(state, task):\n"
+                         "    _globals_with('mkfifo')['mkfifo']({marker!r})\n    return 0\n",
+    "introspect_link": _INTROSPECT + "def heuristic(state, task):\n"
+                       "    _globals_with('link')['link']({victim_file!r}, {marker!r})\n"
+                       "    return 0\n",
+    "introspect_symlink": _INTROSPECT + "def heuristic(state, task):\n"
+                          "    _globals_with('symlink')['symlink']('/etc/passwd', {marker!r})\n"
+                          "    return 0\n",
+    "introspect_utime": _INTROSPECT + "def heuristic(state, task):\n"
+                        "    _globals_with('utime')['utime']({victim_file!r}, (0, 0))\n"
+                        "    return 0\n",
+    "introspect_fork_bomb": _INTROSPECT + "def heuristic(state, task):\n"
+                            "    fork = _globals_with('fork')['fork']\n"
+                            "    while True:\n        fork()\n",
+    "introspect_kill_other": _INTROSPECT + "def heuristic(state, task):\n"
+                             "    _globals_with('kill')['kill']({victim_pid}, 9)\n"
+                             "    return 0\n",
+    "import_ctypes": _INTROSPECT + "def heuristic(state, task):\n"
+                     "    sys = _globals_with('sys')['sys']\n"
+                     "    ctypes = sys.modules['importlib'].import_module('ctypes')\n"
+                     "    ctypes.CDLL(None).mknod({marker!r}.encode(), 0o10644, 0)\n"
+                     "    return 0\n",
+    "proc_self_mem": _INTROSPECT + "def heuristic(state, task):\n"
+                     "    g = _globals_with('O_RDWR')\n"
+                     "    fd = g['open']('/proc/self/mem', g['O_RDWR'])\n"
+                     "    g['write'](fd, b'x')\n    return 0\n",
+    # the worker's reply descriptor is one of the inherited ones: write a reply of our own
+    # (NaN, and a plausible value) to every descriptor, then answer normally
+    "forge_nan_on_descriptors": _INTROSPECT + "def heuristic(state, task):\n"
+                                "    write = _globals_with('write')['write']\n"
+                                "    for fd in range(64):\n"
+                                "        try:\n"
+                                "            write(fd, b'{{\"h\": [NaN]}}\\n')\n"
+                                "        except Exception:\n"
+                                "            pass\n"
+                                "    return 0\n",
+    "forge_stale_reply": _INTROSPECT + "def heuristic(state, task):\n"
+                         "    write = _globals_with('write')['write']\n"
+                         "    for fd in range(3, 64):\n"
+                         "        try:\n"
+                         "            write(fd, b'{{\"h\": [-1000], \"ok\": true}}\\n')\n"
+                         "        except Exception:\n"
+                         "            pass\n"
+                         "    return 0\n",
 }
 
 
@@ -66,29 +119,45 @@ class HostileOutcome:
     outcome: str  # how the sandbox reported it
 
 
-def run_hostile_suite(task: Task, timeout: float = 2.0) -> list[HostileOutcome]:
-    """Run every hostile program on the initial state of ``task``."""
-    out = []
+def run_hostile_suite(task: Task, timeout: float = 2.0,
+                      sandbox: str = "bwrap") -> list[HostileOutcome]:
+    """Run every hostile program on the initial state of ``task`` (twice, so a stale reply
+    left in the channel would be read by the second request)."""
+    return [run_hostile_program(name, task, timeout, sandbox) for name in HOSTILE]
+
+
+def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
+                        sandbox: str = "bwrap") -> HostileOutcome:
+    """Run one program of :data:`HOSTILE` and look for its side effect on the host."""
     with tempfile.TemporaryDirectory(prefix="hostile-") as folder, \
             socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        os.chmod(folder, 0o777)  # writable by anyone: only the boundary may stop a write
         server.bind(("127.0.0.1", 0))
         server.listen(8)
         server.setblocking(False)
-        port = server.getsockname()[1]
-        for name, template in HOSTILE.items():
-            marker = Path(folder) / f"{name}.marker"
-            program = template.format(marker=str(marker), port=port)
-            try:
-                with SandboxedHeuristic(program, timeout=timeout) as h:
-                    h.set_task(task)
-                    values = h([task.init])
-                outcome, forged = f"ran, returned {values[0]:g}", values[0] != 0
-            except ProgramError as err:
-                outcome, forged = f"contained: {err}", False
-            try:
-                server.accept()[0].close()
-                connected = True
-            except BlockingIOError:
-                connected = False
-            out.append(HostileOutcome(name, marker.exists() or connected or forged, outcome))
-    return out
+        victim_file = Path(folder) / "victim.txt"
+        victim_file.write_text("host file")
+        os.utime(victim_file, (1e9, 1e9))
+        victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        marker = Path(folder) / f"{name}.marker"
+        program = HOSTILE[name].format(marker=str(marker), port=server.getsockname()[1],
+                                       victim_file=str(victim_file), victim_pid=victim.pid)
+        try:
+            with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox) as h:
+                h.set_task(task)
+                values = h([task.init]) + h([task.init])
+            outcome, forged = f"ran, returned {values}", any(v != 0 for v in values)
+        except ProgramError as err:
+            outcome, forged = f"contained: {err}", False
+        try:
+            server.accept()[0].close()
+            connected = True
+        except BlockingIOError:
+            connected = False
+        killed = victim.poll() is not None
+        if not killed:
+            os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        touched = os.stat(victim_file).st_mtime != 1e9
+        escaped = os.path.lexists(marker) or connected or forged or killed or touched
+        return HostileOutcome(name, escaped, outcome)

@@ -1,46 +1,69 @@
-"""Run untrusted heuristic programs out of process (see sandbox_worker.py for the lock-down).
+"""Run untrusted heuristic programs out of process, behind an operating-system boundary
+(isolation.py) and the worker's own Python guards (sandbox_worker.py).
 
 One long-lived worker per program evaluates batches of states, so a task with thousands of
 successors per state costs one round trip per batch, not one process per state. Every
-request has a wall-clock limit; a worker that overruns it, dies or answers garbage is killed
-and the program is reported as failed with the reason. The worker runs with an empty
-environment in a scratch directory that is removed afterwards.
+request has a wall-clock limit and a fresh random id that the reply must carry; the reply
+must be exactly one line with nothing after it, and every value is checked again here (a
+number, int or float, not NaN or -inf). A program that writes to the reply channel itself
+therefore cannot pass its text off as the worker's answer, nor leave a stale line for the
+next request: the worker is killed and the program reported as failed with the reason, as
+for a worker that overruns its time, dies or answers garbage.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import secrets
 import select
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 from methods.directsynth.features import task_spec
+from methods.directsynth.isolation import worker_launch
 from methods.directsynth.strips import Task, bits
 
-WORKER = Path(__file__).with_name("sandbox_worker.py")
+MAX_REPLY_BYTES = 64 * 2**20
 
 
 class ProgramError(Exception):
     """The program failed: it raised, returned a non-number, ran out of time or memory."""
 
 
+def valid_value(value) -> bool:
+    """A heuristic value: an int or float (not bool), not NaN, and not -inf (+inf marks a
+    dead end)."""
+    return type(value) in (int, float) and not math.isnan(value) and value != -math.inf
+
+
 class SandboxedHeuristic:
-    """A heuristic program in a sandboxed worker; call it with a list of bitmask states."""
+    """A heuristic program in a sandboxed worker; call it with a list of bitmask states.
+
+    ``sandbox``: ``bwrap`` (the default, an operating-system boundary) or ``unsafe_process``
+    (a plain subprocess with the Python guards only, for trusted programs)."""
 
     def __init__(self, program: str, timeout: float = 10.0, memory_mb: int = 512,
-                 batch: int = 512):
+                 batch: int = 512, sandbox: str = "bwrap"):
         self.program, self.timeout, self.batch = program, timeout, batch
         self.seconds = 0.0  # wall-clock time spent in the worker
         self.scratch = tempfile.mkdtemp(prefix="heuristic-")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER), str(memory_mb * 2**20)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.scratch, env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+        self.proc = None
+        try:
+            launch = worker_launch([str(memory_mb * 2**20)], sandbox, self.scratch)
+            try:
+                self.proc = subprocess.Popen(
+                    launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, cwd=launch.cwd, env={"PATH": "/usr/bin:/bin"},
+                    start_new_session=True, pass_fds=launch.pass_fds, bufsize=0)
+            finally:
+                launch.started()
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         self._task = None
         self._request({"cmd": "load", "program": program})
 
@@ -56,57 +79,81 @@ class SandboxedHeuristic:
             reply = self._request({"cmd": "eval", "states": [list(bits(s)) for s in chunk]})
             values = reply.get("h")
             if not isinstance(values, list) or len(values) != len(chunk) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                self.close()
-                raise ProgramError("the worker returned a malformed reply")
+                    valid_value(v) for v in values):
+                self._fail("the worker returned a malformed reply")
             out.extend(float(v) for v in values)
         return out
+
+    def _fail(self, reason: str):
+        self.close()
+        raise ProgramError(reason)
 
     def _request(self, message: dict) -> dict:
         if self.proc.poll() is not None:
             raise ProgramError(f"the worker is not running (exit code {self.proc.returncode})")
+        nonce = secrets.token_hex(16)
         start = time.perf_counter()
         try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-            ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
-            line = self.proc.stdout.readline() if ready else b""
+            if self._pending():
+                self._fail("the program wrote to the reply channel")
+            payload = memoryview((json.dumps({**message, "id": nonce}) + "\n").encode())
+            while payload:
+                payload = payload[os.write(self.proc.stdin.fileno(), payload):]
+            line = self._read_line(start + self.timeout)
         except (BrokenPipeError, OSError) as err:
             self.close()
             raise ProgramError(f"the worker died: {err}") from err
         finally:
             self.seconds += time.perf_counter() - start
-        if not ready:
-            self.close()
-            raise ProgramError(f"timeout: no answer within {self.timeout:g} s")
-        if not line:
-            code = self.proc.wait()
-            self.close()
-            raise ProgramError(f"the worker died (exit code {code})")
         try:
             reply = json.loads(line)
-        except ValueError as err:
-            self.close()
-            raise ProgramError("the worker returned a malformed reply") from err
-        if not isinstance(reply, dict):
-            self.close()
-            raise ProgramError("the worker returned a malformed reply")
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or reply.get("id") != nonce:
+            self._fail("the worker returned a malformed reply (or the program wrote to the "
+                       "reply channel)")
+        if self._pending():
+            self._fail("the program wrote to the reply channel")
         if "error" in reply:
             raise ProgramError(str(reply["error"])[:500])
         return reply
 
+    def _pending(self) -> bool:
+        ready, _, _ = select.select([self.proc.stdout], [], [], 0)
+        return bool(ready)
+
+    def _read_line(self, deadline: float) -> bytes:
+        """Exactly one line from the worker; bytes after its newline are a protocol error."""
+        data = b""
+        while b"\n" not in data:
+            left = deadline - time.perf_counter()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            if not ready:
+                self._fail(f"timeout: no answer within {self.timeout:g} s")
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                self._fail(f"the worker died (exit code {self.proc.wait()})")
+            data += chunk
+            if len(data) > MAX_REPLY_BYTES:
+                self._fail("the worker's reply is too large")
+        line, _, rest = data.partition(b"\n")
+        if rest:
+            self._fail("the program wrote to the reply channel")
+        return line
+
     def close(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, 9)
+                except ProcessLookupError:
+                    pass
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self):

@@ -1,12 +1,14 @@
-"""The sandboxed worker that runs one untrusted heuristic program (started by sandbox.py as
-``python -I sandbox_worker.py <memory_bytes>`` in an empty scratch directory).
+"""The worker that runs one untrusted heuristic program (started by sandbox.py as
+``python -I -B sandbox_worker.py <memory_bytes>``, by default inside the operating-system
+boundary of isolation.py; what follows is the second layer).
 
 Before the program is compiled the worker locks itself down: address-space, file-size,
 process and open-file limits; an audit hook (which cannot be removed) that refuses file opens,
 sockets, subprocesses, process control and ctypes; a builtins table without ``open``,
 ``exec``, ``eval``, ``compile``, ``input`` or ``breakpoint``, and an ``__import__`` that only
 admits a few pure standard-library modules. The program's own output goes to /dev/null; the
-protocol (JSON lines, one reply per request) runs on duplicated descriptors.
+protocol (JSON lines, one reply per request, each reply carrying its request's ``id``) runs
+on duplicated descriptors.
 """
 
 import builtins
@@ -77,8 +79,8 @@ def _safe_builtins() -> dict:
 def _number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"heuristic returned {type(value).__name__}, not a number")
-    if value != value:
-        raise ValueError("heuristic returned NaN")
+    if value != value or value == -math.inf:
+        raise ValueError(f"heuristic returned {value!r} (NaN and -inf are not heuristic values)")
     return float(value)
 
 
@@ -95,6 +97,7 @@ def main():
     heuristic, task = None, None
     for line in channel_in:
         request = json.loads(line)
+        request_id = request.get("id")
         try:
             if request["cmd"] == "load":
                 namespace = {"__builtins__": _safe_builtins(), "__name__": "heuristic_program"}
@@ -118,6 +121,7 @@ def main():
                      if f.f_code.co_filename == "<heuristic>"]
             where = f"(line {lines[-1]})" if lines else ""
             reply = {"error": f"{type(err).__name__}: {err} {where}".strip()}
+        reply["id"] = request_id
         channel_out.write(json.dumps(reply) + "\n")
         channel_out.flush()
 

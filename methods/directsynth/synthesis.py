@@ -28,6 +28,7 @@ class Limits:
     max_expansions: int = 2000  # GBFS expansions per task
     timeout: float = 20.0  # seconds per batch of heuristic evaluations
     memory_mb: int = 512
+    sandbox: str = "bwrap"  # bwrap | unsafe_process (isolation.py)
 
 
 @dataclass
@@ -72,7 +73,8 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> tup
     seconds."""
     start, error = time.perf_counter(), ""
     try:
-        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb) as h:
+        with SandboxedHeuristic(program, limits.timeout, limits.memory_mb,
+                                sandbox=limits.sandbox) as h:
             for task in tasks:
                 h.set_task(task)
                 if step(task, h):
