@@ -36,13 +36,13 @@ if __name__ == "__main__":
         print("usage: python run.py +paper=<key> [overrides]; known papers: "
               + ", ".join(known_papers()), file=sys.stderr)
         sys.exit(EXIT_REJECTED)
+    register_schemas()
     if not HELP_FLAGS & set(arguments):
         try:
             sys.argv = [sys.argv[0], *prepare(arguments)]
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(EXIT_REJECTED)
-    register_schemas()
     main()
     if last_sweep.get("failed"):
         sys.exit(EXIT_FAILED)

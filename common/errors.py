@@ -34,7 +34,7 @@ def ensure_writable(folder: Path, what: str) -> None:
         probe.unlink()
     except OSError as err:
         raise UserError(f"{what} is not writable ({err.strerror}); choose a folder you can "
-                        "write to (paths.output_dir or hydra.run.dir)") from None
+                        "write to (paths.output_dir, paths.cache_dir or hydra.run.dir)") from None
     finally:
         for path in created:  # deepest first
             try:

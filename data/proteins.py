@@ -87,8 +87,13 @@ def read_fasta(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"FASTA file {path} not found (dataset.path)")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text FASTA file (dataset.path): it holds binary "
+                        "data") from None
     sequences, current = [], []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if line.startswith(">"):
             if current:
                 sequences.append("".join(current))

@@ -32,7 +32,15 @@ def npy_vectors(path: str, max_rows: int) -> dict[str, np.ndarray]:
     file = Path(path)
     if not file.is_file():
         raise UserError(f"dataset.path={path} does not exist; give a .npy file of shape (n, d)")
-    x = np.load(file, allow_pickle=False)
+    with file.open("rb") as f:
+        header = f.read(6)
+    if header != b"\x93NUMPY":
+        raise UserError(f"dataset.path={path} is not a .npy file (no NumPy header); save the "
+                        "vectors with numpy.save")
+    try:
+        x = np.load(file, allow_pickle=False)
+    except ValueError as err:  # an object array, or a truncated file
+        raise UserError(f"dataset.path={path} cannot be read as a numeric array: {err}") from None
     if x.ndim != 2:
         raise UserError(f"{path} has shape {x.shape}; expected (n, d)")
     x = x[np.linalg.norm(x, axis=1) > 0][:max_rows].astype(np.float64)

@@ -90,11 +90,11 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
     def load(folder):
         net = VelocityNet(world.frames, world.size, int(g.hidden), int(g.blocks))
-        net.load_state_dict(torch.load(folder / "generator.pt"))
+        net.load_state_dict(torch.load(folder / "generator.pt", weights_only=True))
         return net.eval()
 
     net = ctx.cached("proprio_generator", {"world": vars(world), **dict(g), "seed": ctx.seed},
-                     "1", build, load)
+                     ["methods.proprio.generator", "data.bouncing_balls"], build, load)
     for param in net.parameters():
         param.requires_grad_(False)
     rng = np.random.default_rng(ctx.seed + 1)

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from common.cache import code_version
 from common.errors import UserError
 from data import proteins
 from experiments.helpers.figures import subplots
@@ -111,7 +110,7 @@ def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> Protein
                 {k: read(f"teacher_{k}") for k in objectives})
 
     base, teachers = ctx.cached("protein-lm", config,
-                                code_version(__name__, tiny, training, proteins), build, load)
+                                [__name__, tiny, training, proteins], build, load)
     return ProteinModels(base, teachers, alphabet)
 
 

@@ -39,7 +39,7 @@ def test_bootstrap_interval_covers_the_true_slope():
     assert slope == pytest.approx(2.0, abs=0.1)
 
 
-def test_cache_builds_once_and_rebuilds_broken_entries(tmp_path):
+def test_cache_builds_once_and_rebuilds_broken_entries(tmp_path, caplog):
     builds = []
 
     def build(folder):
@@ -50,19 +50,45 @@ def test_cache_builds_once_and_rebuilds_broken_entries(tmp_path):
     def load(folder):
         return int((folder / "weights.txt").read_text())
 
-    config = {"a": 1}
-    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
-    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    config, code = {"a": 1}, ["common.cache"]
+    assert load_or_build(tmp_path, "thing", config, code, build, load) == 42
+    assert load_or_build(tmp_path, "thing", config, code, build, load) == 42
     assert len(builds) == 1
     entry = next((tmp_path / "thing").iterdir())
-    (entry / "weights.txt").write_text("not a number")  # corrupt: the loader fails
-    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    (entry / "weights.txt").write_text("17")  # same size, other bytes: a loader would not see it
+    with caplog.at_level("WARNING", logger="paperlab"):
+        assert load_or_build(tmp_path, "thing", config, code, build, load) == 42
+    assert "corrupted (checksum mismatch: weights.txt)" in caplog.text
     (entry / ".complete").unlink()  # interrupted build: no completion marker
-    assert load_or_build(tmp_path, "thing", config, "v1", build, load) == 42
+    assert load_or_build(tmp_path, "thing", config, code, build, load) == 42
     assert len(builds) == 3
-    load_or_build(tmp_path, "thing", config, "v2", build, load)  # new code version
+    load_or_build(tmp_path, "thing", config, ["common.errors"], build, load)  # other code
     assert len(builds) == 4 and len(list((tmp_path / "thing").iterdir())) == 2
     assert not list((tmp_path / "thing").glob(".*tmp*"))
+
+
+def test_editing_a_builders_source_invalidates_its_entries(tmp_path, monkeypatch):
+    source = tmp_path / "made_up_builder.py"
+    source.write_text("def make(folder):\n    (folder / 'x').write_text('1')\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import made_up_builder
+
+    def load(folder):
+        return int((folder / "x").read_text())
+
+    calls = []
+
+    def build(folder):
+        calls.append(1)
+        return made_up_builder.make(folder)
+
+    cache = tmp_path / "cache"
+    load_or_build(cache, "thing", {}, [made_up_builder], build, load)
+    load_or_build(cache, "thing", {}, [made_up_builder], build, load)
+    assert len(calls) == 1
+    source.write_text(source.read_text() + "# a changed training loop\n")
+    load_or_build(cache, "thing", {}, [made_up_builder], build, load)
+    assert len(calls) == 2
 
 
 def test_failed_build_leaves_no_entry(tmp_path):
@@ -71,7 +97,7 @@ def test_failed_build_leaves_no_entry(tmp_path):
         raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        load_or_build(tmp_path, "thing", {}, "v1", build, lambda f: None)
+        load_or_build(tmp_path, "thing", {}, ["common.cache"], build, lambda f: None)
     assert not list((tmp_path / "thing").iterdir())
 
 

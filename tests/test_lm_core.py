@@ -208,6 +208,34 @@ def test_geometric_consensus_minimises_the_weighted_reverse_kl():
         assert objective(torch.randn(6, generator=gen)) >= objective(g) - 1e-6
 
 
+def test_geometric_consensus_with_unnormalized_weights_is_the_brute_force_minimiser():
+    """Weights (1, 1, 0.5): the target must still minimise sum_k w_k KL(q || pi_k), found
+    here by gradient descent on q's logits from a uniform start."""
+    gen = torch.Generator().manual_seed(7)
+    teachers = [torch.randn(5, generator=gen) * 2 for _ in range(3)]
+    weights = [1.0, 1.0, 0.5]
+    g = geometric_consensus(teachers, weights)
+
+    def objective(q_logits):
+        return sum(w * reverse_kl(q_logits[None], t[None])[0]
+                   for w, t in zip(weights, teachers, strict=True))
+
+    q = torch.zeros(5, requires_grad=True)
+    opt = torch.optim.LBFGS([q], lr=0.5, max_iter=500, tolerance_grad=1e-12,
+                            tolerance_change=1e-14)
+
+    def closure():
+        opt.zero_grad()
+        loss = objective(q)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    torch.testing.assert_close(objective(g), objective(q.detach()), atol=1e-5, rtol=0)
+    torch.testing.assert_close(g.exp(), torch.softmax(q.detach(), -1), atol=1e-4, rtol=0)
+    torch.testing.assert_close(geometric_consensus(teachers, [2.0, 2.0, 1.0]), g)
+
+
 def test_sft_examples_learn_only_the_response():
     data = sft_examples([[5, 6, 7], [8]], [[1, 2], [3, 4, 9]], pad_id=0)
     assert data["labels"][0] == [-100, -100, -100, 1, 2]

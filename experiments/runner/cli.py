@@ -99,6 +99,40 @@ def check_arguments(argv: list[str]) -> list[str]:
     return keys
 
 
+def check_composition(argv: list[str], keys: list[str]) -> None:
+    """Compose the config once as Hydra will (the first value of each swept setting), so a
+    key that does not exist or a value of the wrong type ends in one line naming it, with a
+    close match, instead of Hydra's message block. Needs the schemas registered."""
+    import dataclasses
+
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    overrides = []
+    for key, value in _overrides(argv):
+        if key.lstrip("+~").startswith("hydra") or _SWEEP_FUNCTIONS.match(value):
+            continue
+        overrides.append(f"{key}={_split_values(value)[0]}")
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose("config", overrides=overrides + search_path_override(keys))
+    except HydraException as err:
+        cause = err.__cause__
+        full_key = getattr(cause, "full_key", None)
+        if isinstance(cause, ConfigAttributeError | ConfigKeyError) and full_key:
+            parent = full_key.rpartition(".")[0]
+            schema = getattr(cause, "object_type", None)
+            known = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(
+                schema) else []
+            raise did_you_mean("key", full_key, [f"{parent}.{k}" if parent else k
+                                                 for k in known]) from None
+        if isinstance(cause, ValidationError) and full_key:
+            reason = str(cause).splitlines()[0]
+            raise UserError(f"{full_key}: {reason}") from None
+        raise UserError(str(err).splitlines()[0]) from None
+
+
 def _sweep_params(argv: list[str], keys: list[str]) -> dict[str, str]:
     """``hydra.sweeper.params`` of the named sweep (``+sweep=<name>``), if any."""
     params: dict[str, str] = {}
@@ -131,6 +165,7 @@ def prepare(argv: list[str]) -> list[str]:
     """Check ``argv`` and return it with the paper search path and job naming added (once:
     the processes of a multi-process launch re-run the command with these already in it)."""
     keys = check_arguments(argv)
+    check_composition(argv, keys)
     given = {a.split("=", 1)[0] for a in argv}
     added = search_path_override(keys) + job_name_override(argv, keys)
     return argv + [a for a in added if a.split("=", 1)[0] not in given]

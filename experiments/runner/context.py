@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -117,12 +118,13 @@ class RunContext:
         plt.close(fig)
         return path
 
-    def cached(self, kind: str, config: Mapping[str, Any], version: str,
+    def cached(self, kind: str, config: Mapping[str, Any], modules: Sequence[ModuleType | str],
                build: Callable[[Path], T], load: Callable[[Path], T]) -> T:
         """An expensive artefact (a trained model, converted weights) from
-        ``cache_dir/<kind>/<hash of config and version>``: built atomically once, rebuilt
-        when incomplete or unreadable (see ``common/cache.py``)."""
-        return load_or_build(self.cache_dir, kind, config, version, build, load)
+        ``cache_dir/<kind>/<hash of config and of the source of modules>``: built atomically
+        once, rebuilt when incomplete, corrupted or unreadable (see ``common/cache.py``).
+        ``modules`` are the modules whose code decides the artefact."""
+        return load_or_build(self.cache_dir, kind, config, modules, build, load)
 
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:
         """A progress bar over ``items`` (tqdm on stderr; silent on ranks other than 0)."""

@@ -14,6 +14,7 @@ Outcomes (README, "Exit codes"):
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ from experiments.runner.results import (
     write_json,
 )
 from experiments.runner.seeding import apply_threads, check_device, seed_everything, thread_count
-from experiments.schemas import reject_unknown_keys
+from experiments.schemas import check_values, reject_unknown_keys
 
 log = logging.getLogger("paperlab")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -95,13 +96,20 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         return job
     try:
         return _run(cfg, job)
-    except Interrupted as err:
+    except (Interrupted, KeyboardInterrupt) as err:
+        if isinstance(err, KeyboardInterrupt):
+            err = Interrupted(signal.SIGINT)
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+        print(f"interrupted ({err}); rerun the same command to resume", file=sys.stderr)
+        if _watching_parent:  # a launcher's worker: end the process, not only this job
+            sys.stderr.flush()
+            os._exit(err.exit_code)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        _record_failure(output_dir, cfg, hydra_cfg, Interrupted(signal.SIGINT), multirun)
-        raise
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            err = UserError(f"no space left on the device while writing {err.filename or ''}; "
+                            "free some space or set paths.output_dir / paths.cache_dir to "
+                            "another disk")
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         if multirun:
             return None
@@ -120,6 +128,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     if cfg.get("paper") is None:
         raise UserError("no paper selected: python run.py +paper=<key> [overrides]")
     reject_unknown_keys(cfg)
+    check_values(cfg)
     key = str(cfg.paper.key)
     cfg_hash = config_hash(cfg)
     previous = output_dir / "results.json"
@@ -134,6 +143,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     check_device(str(cfg.device))
     threads = thread_count(cfg.threads)
     ensure_writable(output_dir, f"output folder {output_dir}")
+    ensure_writable(Path(cfg.paths.cache_dir), f"paths.cache_dir ({cfg.paths.cache_dir})")
     protocol = load_protocol(key)
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith(("hydra/", "schema")) and v is not None}
@@ -148,7 +158,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     apply_threads(job.threads)
     seed_everything(seed)
     _on_signals()
-    (output_dir / "failed.json").unlink(missing_ok=True)
+    _clear_partial_outputs(output_dir)
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     if writes:
         (output_dir / "config_resolved.yaml").write_text(resolved)
@@ -187,8 +197,29 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     return metrics
 
 
+# What a run writes into its folder besides Hydra's files; an attempt that stopped halfway
+# (failed.json, or killed before it could write one) leaves some of them, and a rerun of the
+# same command starts without them (curves.csv is appended to, so it would hold both runs).
+RUN_OUTPUTS = ("metrics.json", "failed.json", "curves.csv", "tables", "figures",
+               "config_resolved.yaml")
+
+
+def _clear_partial_outputs(output_dir: Path) -> None:
+    stale = [output_dir / name for name in RUN_OUTPUTS if (output_dir / name).exists()]
+    if not stale:
+        return
+    log.info("resuming in %s: removing the partial outputs of the interrupted attempt (%s)",
+             output_dir, ", ".join(p.name for p in stale))
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def _on_signals() -> None:
-    """SIGTERM ends the run like Ctrl-C: failed.json says 'interrupted', W&B is closed."""
+    """SIGTERM ends the run like Ctrl-C: failed.json says 'interrupted', W&B is closed. A job
+    in a launcher's worker process (joblib) also ends when the launching process is gone."""
     def interrupt(signum, frame):
         raise Interrupted(signum)
 
@@ -196,6 +227,29 @@ def _on_signals() -> None:
         signal.signal(signal.SIGTERM, interrupt)
     except ValueError:  # not the main thread (some launchers): leave the default
         pass
+    _stop_with_launcher()
+
+
+_watching_parent: list[int] = []
+
+
+def _stop_with_launcher() -> None:
+    """In a launcher's worker process, a thread that sends this process SIGTERM once its
+    parent (the sweep's main process) has exited, so stopping a sweep stops its jobs."""
+    import multiprocessing
+    import threading
+
+    if multiprocessing.current_process().name == "MainProcess" or _watching_parent:
+        return
+    parent = os.getppid()
+    _watching_parent.append(parent)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-launcher", daemon=True).start()
 
 
 def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: BaseException,
@@ -208,19 +262,32 @@ def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: Base
     if (output_dir / "results.json").exists():  # a folder of another run: leave it alone
         log.error("job %s: %s", output_dir, message)
         return None
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(output_dir / "failed.json", {
-        "paper": OmegaConf.select(cfg, "paper.key"), "error": message,
-        "user_error": isinstance(err, UserError), "interrupted": interrupted,
-        "traceback": None if isinstance(err, UserError) or interrupted
-        else traceback.format_exc(),
-        "overrides": list(hydra_cfg.overrides.task),
-    })
+    if not multirun:
+        _to_log_file(f"run failed: {message}")  # the console line is printed by the caller
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_json(output_dir / "failed.json", {
+            "paper": OmegaConf.select(cfg, "paper.key"), "error": message,
+            "user_error": isinstance(err, UserError), "interrupted": interrupted,
+            "traceback": None if isinstance(err, UserError) or interrupted
+            else traceback.format_exc(),
+            "overrides": list(hydra_cfg.overrides.task),
+        })
+    except OSError as write_error:  # a full disk: the console line still says why
+        log.error("could not write failed.json: %s", write_error)
     if multirun:
         if not isinstance(err, UserError | Interrupted | KeyboardInterrupt):
             log.error("%s", traceback.format_exc())
         log.error("job failed: %s (%s)", message, output_dir / "failed.json")
     return None
+
+
+def _to_log_file(message: str) -> None:
+    """An error record for run.log only (Hydra's file handler), not the console."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, (), None)
+    for handler in logging.getLogger().handlers + log.handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _remove_hydra_files(output_dir: Path, hydra_cfg: Any) -> None:

@@ -29,7 +29,7 @@ import pkgutil
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from common.errors import UserError
 
@@ -77,6 +77,47 @@ def register_schemas() -> None:
                            ("protocol", all_protocol_schemas())):
         for name, schema in schemas.items():
             store.store(group=f"schema/{group}", name=name, node=schema)
+
+
+def check_values(cfg: DictConfig) -> None:
+    """``UserError`` naming the first value that is still ``???`` (mandatory, unset) or
+    outside its field's :class:`~experiments.schemas.shared.Range`, before any work starts."""
+    missing = sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra."))
+    if missing:
+        raise UserError(f"{missing[0]} has no value (??? in its config file): add "
+                        f"{missing[0]}=<value> to the command"
+                        + (f" (also unset: {', '.join(missing[1:])})" if missing[1:] else ""))
+    _check_ranges(cfg, "")
+
+
+def _check_ranges(cfg: DictConfig, path: str) -> None:
+    from experiments.schemas.shared import INTEGER_DEFAULT
+
+    schema = OmegaConf.get_type(cfg)
+    fields = {f.name: f for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(
+        schema) else {}
+    for key in cfg.keys():
+        if not path and key == "hydra":
+            continue
+        name = f"{path}.{key}" if path else str(key)
+        child = cfg._get_node(key)
+        if isinstance(child, DictConfig):
+            if not child._is_none() and not child._is_missing():
+                _check_ranges(child, name)
+            continue
+        spec = fields.get(key)
+        if spec is None:
+            continue
+        bound = spec.metadata.get("range")
+        if bound is None and str(spec.type).replace("list[", "").startswith("int"):
+            bound = INTEGER_DEFAULT
+        value = OmegaConf.to_object(child) if isinstance(child, ListConfig) else child._value()
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, int | float) and not isinstance(v, bool) and bound is not None \
+                    and not bound.admits(v):
+                where = str(bound) if bound.high is None else f"in {bound}"
+                raise UserError(f"{name}={value} is out of range: each value must be {where}")
 
 
 def reject_unknown_keys(cfg: DictConfig, path: str = "") -> None:

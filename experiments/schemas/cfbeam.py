@@ -7,7 +7,7 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import MethodConfig
+from experiments.schemas.shared import MethodConfig, nonnegative, open_unit, unit
 
 
 class Filter(Enum):
@@ -26,17 +26,17 @@ class BeamConfig(MethodConfig):
     beam_width: int = MISSING
     samples_per_beam: int = MISSING
     filter: Filter = MISSING
-    tau: float = MISSING  # the filter threshold (freq: a token must be drawn >= tau N times)
+    tau: float = unit()  # the filter threshold (freq: a token must be drawn >= tau N times)
     rank: Rank = MISSING
-    bomaj_alpha: float = MISSING  # Best-of-Majority frequency threshold (baseline)
-    reward_noise: float = MISSING  # outcome reward r + N(0, reward_noise^2)
+    bomaj_alpha: float = unit()  # Best-of-Majority frequency threshold (baseline)
+    reward_noise: float = nonnegative()  # outcome reward r + N(0, reward_noise^2)
 
 
 @dataclass
 class SamplingConfig(MethodConfig):
     n: int = MISSING  # samples per prompt
-    alpha: float = MISSING  # Best-of-Majority frequency threshold
-    reward_noise: float = MISSING
+    alpha: float = unit()  # Best-of-Majority frequency threshold
+    reward_noise: float = nonnegative()
 
 
 @dataclass
@@ -45,18 +45,18 @@ class TreeConfig:
     hard_steps: int = MISSING
     stochastic_branching: int = MISSING  # tokens per dead node of the stochastic-lure instance
     trials: int = MISSING  # searches per grid point
-    survival: float = MISSING  # target survival rate of y*
+    survival: float = unit()  # target survival rate of y*
     widths: list[int] = MISSING  # beam widths B on the grid
     samples: list[int] = MISSING  # per-beam samples N (the cap for adaptive sampling)
     bootstrap: int = MISSING  # resamples for the slope intervals
     filter: Filter = MISSING  # CF-Beam's filter on the tree (RECON)
-    tau: float = MISSING  # its fixed threshold (configured, never read from the instance)
+    tau: float = unit()  # its fixed threshold (configured, never read from the instance)
     rank: Rank = MISSING
-    stop_mass: float = MISSING  # adaptive sampling: stop when P(top token) >= stop_mass ...
-    stop_alpha: float = MISSING  # ... at one-sided confidence 1 - stop_alpha
+    stop_mass: float = unit()  # adaptive sampling: stop when P(top token) >= stop_mass ...
+    stop_alpha: float = open_unit()  # ... at one-sided confidence 1 - stop_alpha
     bon_hard_steps: list[int] = MISSING
     bon_coverage: int = MISSING
-    reward_noise: list[float] = MISSING
+    reward_noise: list[float] = nonnegative()
 
 
 @dataclass

@@ -6,16 +6,16 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive
 
 
 @dataclass
 class ContextFlowConfig(MethodConfig):
-    attention_scale: float = MISSING  # logit scale: A = a sqrt(d) O (see random_flow_params)
-    value_scale: float = MISSING  # operator norm of V (per unit depth: blocks use V / L)
+    attention_scale: float = nonnegative()  # logit scale: A = a sqrt(d) O (see random_flow_params)
+    value_scale: float = nonnegative()  # operator norm of V (per unit depth: blocks use V / L)
     depth: int = MISSING  # L for the rate and dimension studies
     gd_steps: int = MISSING  # online gradient-descent iterations (backward study)
-    gd_lr: float = MISSING
+    gd_lr: float = positive()
 
 
 @dataclass

@@ -7,7 +7,14 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    any_integer,
+    nonnegative,
+    positive,
+    within,
+)
 
 
 class Sandbox(Enum):
@@ -26,13 +33,13 @@ class EndpointConfig:
 class DirectSynthConfig(MethodConfig):
     proposer: str = MISSING  # grammar | model | endpoint
     sandbox: Sandbox = MISSING  # where the generated programs run
-    max_programs: int = MISSING  # budget of the counterexample loop per domain
+    max_programs: int = within(1, None)  # budget of the counterexample loop per domain
     search: str = MISSING  # grammar: enumerate | milp (how a repair is found)
     max_terms: int = MISSING  # grammar: terms of an enumerated weighted sum
-    weights: list[int] = MISSING  # grammar: weights of enumerated terms
+    weights: list[int] = any_integer()  # grammar: weights of enumerated terms
     max_weight: int = MISSING  # grammar, milp: |weight| bound
     max_new_tokens: int = MISSING  # language-model proposers
-    temperature: float = MISSING
+    temperature: float = nonnegative()
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
 
 
@@ -43,8 +50,8 @@ class DirectsynthProtocol:
     max_expansions: int = MISSING
     max_steps: int = MISSING
     perfect_max_states: int = MISSING
-    timeout: float = MISSING
-    memory_mb: int = MISSING
+    timeout: float = positive()
+    memory_mb: int = within(16, None)
 
 
 @dataclass

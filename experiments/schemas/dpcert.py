@@ -6,24 +6,24 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import MethodConfig
+from experiments.schemas.shared import MethodConfig, nonnegative, open_unit, positive, share
 
 
 @dataclass
 class JointCertificateConfig(MethodConfig):
-    smoothing_sigma: float = MISSING  # test-time Gaussian smoothing (and augmentation)
-    confidence_alpha: float = MISSING  # Clopper-Pearson level of each one-sided bound
+    smoothing_sigma: float = positive()  # test-time Gaussian smoothing (and augmentation)
+    confidence_alpha: float = open_unit()  # Clopper-Pearson level of each one-sided bound
     partitions: int = MISSING  # DPA: k models on hash partitions
     hidden: int = MISSING
     dpa_steps: int = MISSING
-    dpa_lr: float = MISSING
+    dpa_lr: float = positive()
     dpa_noise_draws: int = MISSING  # smoothing draws per base model and test point
     dpsgd_models: int = MISSING  # a population of softmax-regression models
-    dpsgd_noise_multiplier: float = MISSING
-    dpsgd_clip: float = MISSING
-    dpsgd_sampling_rate: float = MISSING
+    dpsgd_noise_multiplier: float = nonnegative()
+    dpsgd_clip: float = positive()
+    dpsgd_sampling_rate: float = share()
     dpsgd_steps: int = MISSING
-    dpsgd_lr: float = MISSING
+    dpsgd_lr: float = positive()
 
 
 @dataclass
@@ -31,14 +31,14 @@ class TriggerConfig:
     target: int = MISSING  # the attacker's label
     poisoned: int = MISSING  # triggered training points inserted
     size: int = MISSING  # patch side in pixels
-    l2_norm: float = MISSING
+    l2_norm: float = positive()
 
 
 @dataclass
 class DpcertProtocol:
     r_values_dpa: list[int] = MISSING
     r_values_dpsgd: list[int] = MISSING
-    radii: list[float] = MISSING
+    radii: list[float] = nonnegative()
     trigger: TriggerConfig = MISSING
 
 

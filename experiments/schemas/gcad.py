@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, any_integer, nonnegative
 
 
 @dataclass
@@ -27,9 +27,9 @@ class GCADConfig(MethodConfig, SteeringConfig):
 @dataclass
 class GcadProtocol:
     baselines: dict[str, SteeringConfig] = MISSING  # compared with the method, name -> variant
-    residual_layer: int = MISSING  # residual steering's layer (negative: from the end)
+    residual_layer: int = any_integer()  # residual steering's layer (negative: from the end)
     max_new_tokens: int = MISSING  # per assistant turn
-    temperature: float = MISSING  # sampling (top_k off, top_p 1)
+    temperature: float = nonnegative()  # sampling (top_k off, top_p 1)
 
 
 @dataclass

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
 @dataclass
 class GlycandockConfig(MethodConfig):
     topology_features: list[str] = MISSING  # anomer | sugar | stereo | tree | distance
-    lambda_energy: float = MISSING
+    lambda_energy: float = nonnegative()
 
 
 @dataclass
@@ -20,7 +20,7 @@ class GlycandockProtocol:
     arms: list[str] = MISSING  # base | topology | energy | both | chi_minimum
     epochs: int = MISSING
     batch_size: int = MISSING
-    lr: float = MISSING
+    lr: float = positive()
     hidden: int = MISSING
     export_protenix: int = MISSING
 
@@ -31,8 +31,8 @@ class ComplexesConfig(DatasetConfig):
     held_out_families: int = MISSING
     topologies: int = MISSING
     max_residues: int = MISSING
-    held_out_topology_fraction: float = MISSING
-    kt: float = MISSING
+    held_out_topology_fraction: float = unit()
+    kt: float = positive()
     train_complexes: int = MISSING
     test_complexes: int = MISSING
 

@@ -6,14 +6,23 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    open_unit,
+    positive,
+    share,
+    unit,
+    within,
+)
 
 
 @dataclass
 class GscoresetConfig(MethodConfig):
     sensitivity: str = MISSING  # max | sum | mix (RECON)
-    uniform_mix: float = MISSING
-    eta: float = MISSING
+    uniform_mix: float = unit()
+    eta: float = positive()
     lightgaussian_with_t: bool = MISSING
     pup: bool = MISSING
     pup_patch: int = MISSING  # must divide the image size
@@ -24,16 +33,16 @@ class GuaranteeConfig:
     gaussians: int = MISSING
     size: int = MISSING
     views: int = MISSING
-    eps: float = MISSING
-    delta: float = MISSING
+    eps: float = positive()
+    delta: float = open_unit()
     trials: int = MISSING
-    fractions: list[float] = MISSING
+    fractions: list[float] = share()
 
 
 @dataclass
 class GscoresetProtocol:
-    budgets: list[float] = MISSING
-    finetune_budget: float = MISSING
+    budgets: list[float] = positive()
+    finetune_budget: float = nonnegative()
     finetune_methods: list[str] = MISSING
     finetune_steps: int = MISSING
     guarantee: GuaranteeConfig = field(default_factory=GuaranteeConfig)
@@ -45,8 +54,8 @@ class ProceduralConfig(DatasetConfig):
     size: int = MISSING
     prescribed_views: int = MISSING
     novel_views: int = MISSING
-    distance: float = MISSING
-    fov: float = MISSING
+    distance: float = positive()
+    fov: float = within(0, 180, low_open=True, high_open=True)
 
 
 @dataclass

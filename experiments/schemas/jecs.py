@@ -7,7 +7,7 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, open_unit, unit, within
 
 
 class EnvelopeFamily(Enum):
@@ -36,19 +36,19 @@ class Tail(Enum):
 
 @dataclass
 class JECSConfig(MethodConfig):
-    alpha: float = MISSING  # the GCR level the headline metrics are reported at
+    alpha: float = open_unit()  # the GCR level the headline metrics are reported at
     family: EnvelopeFamily = MISSING
     threshold_rule: ThresholdRule = MISSING
-    storey_lambda: float = MISSING
+    storey_lambda: float = within(0, 1, high_open=True)
     n_boot: int = MISSING  # bootstrap resamples for the conservative envelope
     randomized_pvalues: bool = MISSING  # randomized tie-breaking (exactly uniform nulls)
-    tail_check_level: float = MISSING  # below it, the right tail is polluted: identity envelope
+    tail_check_level: float = unit()  # below it, the right tail is polluted: identity envelope
 
 
 @dataclass
 class DesignConfig:
     design: MembershipDesign = MISSING
-    rho: float = MISSING  # cross-model correlation of the (Gaussian) score noise
+    rho: float = within(-1, 1)  # cross-model correlation of the (Gaussian) score noise
     clean_tail: Tail = MISSING  # law of non-member scores
     member_tail: Tail = MISSING  # law of member scores (and of the known members)
 
@@ -56,7 +56,7 @@ class DesignConfig:
 @dataclass
 class JecsProtocol:
     repetitions: int = MISSING  # synthetic audits per design
-    alphas: list[float] = MISSING
+    alphas: list[float] = open_unit()
     designs: dict[str, DesignConfig] = MISSING
 
 
@@ -64,8 +64,8 @@ class JecsProtocol:
 class MembershipScoresConfig(DatasetConfig):
     n_items: int = MISSING
     n_models: int = MISSING
-    rate_low: float = MISSING  # per-model contamination rates evenly spaced in [low, high]
-    rate_high: float = MISSING
+    rate_low: float = unit()  # per-model contamination rates evenly spaced in [low, high]
+    rate_high: float = unit()
     shift: float = MISSING  # member scores N(shift, 1), clean N(0, 1)
     n_calibration: int = MISSING  # known members per model
 
@@ -76,9 +76,9 @@ class LMMembershipConfig(DatasetConfig):
     length: int = MISSING  # tokens per item
     vocab: int = MISSING
     n_models: int = MISSING
-    rate_low: float = MISSING
-    rate_high: float = MISSING
-    k_percent: float = MISSING  # Min-K% Prob
+    rate_low: float = unit()
+    rate_high: float = unit()
+    k_percent: float = within(0, 100, low_open=True)  # Min-K% Prob
 
 
 PROTOCOL = JecsProtocol

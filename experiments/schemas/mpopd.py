@@ -6,19 +6,19 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
 @dataclass
 class MPOPDConfig(MethodConfig):
-    beta: float = MISSING  # teacher weight of the geometric mixture proposal
-    epsilon: float = MISSING  # the trust-region variant's KL budget per prefix
+    beta: float = unit()  # teacher weight of the geometric mixture proposal
+    epsilon: float = nonnegative()  # the trust-region variant's KL budget per prefix
     objective: str = MISSING  # reverse_kl | jsd | sampled (the student's loss)
-    importance_clip: float | None = MISSING  # sampled objective: clip of pi_s / q (null: no IS)
+    importance_clip: float | None = positive()  # sampled objective: clip of pi_s / q (null: no IS)
     anneal: bool = MISSING  # anneal beta (epsilon) linearly to 0 over the steps
     head_refresh_every: int = MISSING  # single-pass proposal head (RECON)
     head_refresh_steps: int = MISSING
-    lr: float = MISSING
+    lr: float = positive()
     prompts_per_step: int = MISSING
     group_size: int = MISSING
     max_new_tokens: int = MISSING
@@ -35,7 +35,7 @@ class MpopdProtocol:
 class LoopingAdditionConfig(DatasetConfig):
     max_digits: int = MISSING
     train_examples: int = MISSING
-    student_loop_fraction: float = MISSING  # the student's shifted pretraining: loops
+    student_loop_fraction: float = unit()  # the student's shifted pretraining: loops
 
 
 PROTOCOL = MpopdProtocol

@@ -7,7 +7,7 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
 class Weighting(Enum):
@@ -43,16 +43,16 @@ class Episode(Enum):
 @dataclass
 class PHMethodConfig(MethodConfig):
     base: Base = MISSING  # the retrospective base method PH weights
-    distill_weight: float = MISSING  # grpo_opd: weight of the distillation advantage
-    teacher_noise: float = MISSING  # opd bases: the teacher's SFT noise (lower: better)
-    lam: float = MISSING  # the headline lambda (ece_ph, acc_ph)
+    distill_weight: float = nonnegative()  # grpo_opd: weight of the distillation advantage
+    teacher_noise: float = unit()  # opd bases: the teacher's SFT noise (lower: better)
+    lam: float = nonnegative()  # the headline lambda (ece_ph, acc_ph)
     weighting: Weighting = MISSING
     surprise: SurpriseKind = MISSING
     predictor: Predictor = MISSING
-    head_lr: float = MISSING  # predictor=head: the success head's learning rate
+    head_lr: float = positive()  # predictor=head: the success head's learning rate
     scale_rewards: str = MISSING  # group | batch | none (Bereket-Leskovec ablation: none)
     loss_type: str = MISSING
-    lr: float = MISSING
+    lr: float = positive()
     prompts_per_step: int = MISSING
     group_size: int = MISSING
 
@@ -60,7 +60,7 @@ class PHMethodConfig(MethodConfig):
 @dataclass
 class ProhindProtocol:
     steps: int = MISSING  # GRPO steps per variant
-    lambdas: list[float] = MISSING  # PH strengths compared with GRPO (lambda = 0)
+    lambdas: list[float] = nonnegative()  # PH strengths compared with GRPO (lambda = 0)
     turns_multi: int = MISSING  # answer attempts of a multi-turn episode
     episode_multi: Episode = MISSING  # the multi-turn environment (tool: tiny-lm only; a
     # real model runs the retry episode)
@@ -71,12 +71,12 @@ class ProhindProtocol:
 class ConfidenceAdditionConfig(DatasetConfig):
     digits: list[int] = MISSING  # the graded difficulties (number of digits)
     train_examples: int = MISSING
-    noise: float = MISSING  # SFT: sum digits replaced at random with this probability
+    noise: float = unit()  # SFT: sum digits replaced at random with this probability
     confidence_low: int = MISSING  # SFT: <conf_k> uniform in [low, high], unrelated to
     confidence_high: int = MISSING  # the problem (an uncalibrated start)
-    retry_fraction: float = MISSING  # SFT: share of two-attempt traces
-    tool_fraction: float = MISSING  # SFT: share of tool-episode traces
-    probe_fraction: float = MISSING  # SFT: share of probing-question answers (P(YES) =
+    retry_fraction: float = unit()  # SFT: share of two-attempt traces
+    tool_fraction: float = unit()  # SFT: share of tool-episode traces
+    probe_fraction: float = unit()  # SFT: share of probing-question answers (P(YES) =
     # the stated confidence, as uncalibrated as the token)
 
 

@@ -6,16 +6,16 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
 @dataclass
 class ProprioConfig(MethodConfig):
-    sigmas: list[float] = MISSING
+    sigmas: list[float] = nonnegative()
     perturbations: int = MISSING
     beta: float = MISSING
     mask: bool = MISSING
-    mask_threshold: float = MISSING
+    mask_threshold: float = nonnegative()
 
 
 @dataclass
@@ -24,15 +24,15 @@ class GeneratorSettings:
     batch: int = MISSING
     hidden: int = MISSING
     blocks: int = MISSING
-    lr: float = MISSING
+    lr: float = positive()
 
 
 @dataclass
 class RefineSettings:
     space: str = MISSING  # noise | clip
     steps: int = MISSING
-    lr: float = MISSING
-    proximity: float = MISSING
+    lr: float = positive()
+    proximity: float = nonnegative()
 
 
 @dataclass
@@ -44,7 +44,7 @@ class VideoSampling:
     height: int = MISSING
     width: int = MISSING
     num_inference_steps: int = MISSING
-    guidance_scale: float = MISSING
+    guidance_scale: float = nonnegative()
 
 
 @dataclass
@@ -64,16 +64,16 @@ class ProprioProtocol:
 class BouncingBallsConfig(DatasetConfig):
     frames: int = MISSING
     size: int = MISSING
-    radius: float = MISSING
-    g: float = MISSING
-    restitution: float = MISSING
+    radius: float = positive()
+    g: float = nonnegative()
+    restitution: float = unit()
 
 
 @dataclass
 class PhysicsIQConfig(DatasetConfig):
     real_root: str = MISSING
     generated_root: str = MISSING
-    seconds: float = MISSING
+    seconds: float = positive()
     downscale: int = MISSING
 
 

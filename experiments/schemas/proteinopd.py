@@ -6,43 +6,50 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    positive,
+    share,
+    unit,
+)
 
 
 @dataclass
 class ProteinOPDConfig(MethodConfig):
-    weights: list[float] = MISSING  # teacher weights, one per protocol.objectives entry
+    weights: list[float] = nonnegative()  # teacher weights, one per protocol.objectives entry
     objective: str = MISSING  # jsd | reverse_kl | sampled (the student's OPD loss)
-    jsd_beta: float = MISSING  # generalized JSD's beta (0.5: the official run script)
+    jsd_beta: float = unit()  # generalized JSD's beta (0.5: the official run script)
     weighting: str = MISSING  # static | entropy (dynamic per-token weights)
-    teacher_temperature: float = MISSING  # tau_k of log_softmax(z_k / tau_k)
-    lr: float = MISSING
+    teacher_temperature: float = positive()  # tau_k of log_softmax(z_k / tau_k)
+    lr: float = positive()
     sequences_per_step: int = MISSING
 
 
 @dataclass
 class ProteinopdProtocol:
     objectives: list[str] = MISSING  # thermostability | solubility | stability | charge
-    teacher_top_fraction: float = MISSING  # a teacher finetunes on this top share
+    teacher_top_fraction: float = share()  # a teacher finetunes on this top share
     teacher_steps: int = MISSING
-    teacher_lr: float = MISSING
+    teacher_lr: float = positive()
     teacher_batch_size: int = MISSING  # also sequential finetuning's
     opd_steps: int = MISSING  # student updates of every distillation variant
     rl_steps: int = MISSING  # GRPO updates of the RL baseline
     rl_group_size: int = MISSING
-    rl_lr: float = MISSING
-    rl_kl_beta: float = MISSING  # GRPO's KL3 penalty to the base model
-    pareto_weights: list[float] = MISSING  # w of the first objective along the front
+    rl_lr: float = positive()
+    rl_kl_beta: float = nonnegative()  # GRPO's KL3 penalty to the base model
+    pareto_weights: list[float] = unit()  # w of the first objective along the front
     eval_samples: int = MISSING
     invalid_score: float = MISSING  # design score of a sequence shorter than min_length
-    gain_fraction: float = MISSING  # time-to-gain target: this share of the smaller gain
+    gain_fraction: float = share()  # time-to-gain target: this share of the smaller gain
 
 
 @dataclass
 class SyntheticProteinsConfig(DatasetConfig):
     sequences: int = MISSING
     families: int = MISSING
-    concentration: float = MISSING  # Dirichlet spread of family compositions (lower: wider)
+    concentration: float = positive()  # Dirichlet spread of family compositions (lower: wider)
     min_length: int = MISSING
     max_length: int = MISSING
     seed: int = MISSING  # the corpus is fixed across run seeds

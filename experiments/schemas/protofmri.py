@@ -6,31 +6,39 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    open_unit,
+    positive,
+    share,
+    unit,
+)
 
 
 @dataclass
 class ProtoFMRIConfig(MethodConfig):
     backbone: str = MISSING  # random_cnn (offline) | a vision transformer's hub id
     channels: int = MISSING  # patch-token size of the frozen conv features
-    colour_weight: float = MISSING  # weight of each patch's mean colour appended to its token
+    colour_weight: float = nonnegative()  # weight of each patch's mean colour appended to its token
     prototypes: int = MISSING  # K
     selection: str = MISSING  # voxel_greedy | kmeans: how the K prototypes are learned (RECON)
     candidates: int = MISSING  # voxel_greedy: size of the pushed k-means pool it selects from
     top_k: int = MISSING  # prototypes kept active per image (RECON)
-    threshold_quantile: float = MISSING  # theta_k: this quantile of s_k over training patches
-    salient_fraction: float = MISSING  # k-means on this largest-norm share of patch tokens
+    threshold_quantile: float = unit()  # theta_k: this quantile of s_k over training patches
+    salient_fraction: float = share()  # k-means on this largest-norm share of patch tokens
 
 
 @dataclass
 class ProtofmriProtocol:
-    alphas: list[float] = MISSING  # ridge grid, chosen per voxel by cross-validation
+    alphas: list[float] = positive()  # ridge grid, chosen per voxel by cross-validation
     folds: int = MISSING
     synthesis_images: int = MISSING  # scenes per concept in the closed-loop synthesis
     image_synthesis_images: int = MISSING  # test images per concept, pixel-space synthesis
     image_synthesis_steps: int = MISSING  # Adam steps on the pixels
-    image_synthesis_lr: float = MISSING
-    image_synthesis_hold: float = MISSING  # weight holding the other prototypes in place
+    image_synthesis_lr: float = positive()
+    image_synthesis_hold: float = nonnegative()  # weight holding the other prototypes in place
 
 
 @dataclass
@@ -40,8 +48,8 @@ class StimulusWorldConfig(DatasetConfig):
     max_concepts: int = MISSING  # concepts per image: 1 .. this
     voxels: int = MISSING
     repeats: int = MISSING
-    noise_ceiling: list[float] = MISSING  # range of the voxels' true noise ceilings
-    prf_sigma: float | None = MISSING  # pRF width in pixels (null: responses see presence only)
+    noise_ceiling: list[float] = unit()  # range of the voxels' true noise ceilings
+    prf_sigma: float | None = positive()  # pRF width in pixels (null: responses see presence only)
 
 
 @dataclass
@@ -51,7 +59,7 @@ class Algonauts2023Config(DatasetConfig):
     roi_class: str | None = MISSING  # e.g. prf-visualrois, floc-faces, streams (null: all)
     image_size: int = MISSING  # images are resized to this (64 for backbone=random_cnn)
     limit: int | None = MISSING  # the first images only (null: all)
-    test_fraction: float = MISSING  # held-out share of the images
+    test_fraction: float = open_unit()  # held-out share of the images
 
 
 
@@ -63,7 +71,7 @@ class NSDConfig(DatasetConfig):
     roi: str = MISSING  # func1pt8mm ROI volume, e.g. nsdgeneral
     image_size: int = MISSING
     limit: int | None = MISSING  # the first images only (null: all)
-    test_fraction: float = MISSING  # held-out share when the shared 1000 are not all or none
+    test_fraction: float = open_unit()  # held-out share when the shared 1000 are not all or none
 
 
 PROTOCOL = ProtofmriProtocol

@@ -7,7 +7,7 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, unit
 
 
 class Quota(Enum):
@@ -62,8 +62,8 @@ class RankingCulturesConfig(DatasetConfig):
     n_voters: int = MISSING
     n_candidates: int = MISSING
     instances: int = MISSING
-    mallows_phi: float = MISSING
-    urn_alpha: float = MISSING
+    mallows_phi: float = unit()
+    urn_alpha: float = nonnegative()
 
 
 @dataclass

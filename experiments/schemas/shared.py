@@ -3,20 +3,86 @@ than one paper uses (``conf/dataset/``). Values live in the YAML files."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from omegaconf import MISSING
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field accepts (every element, for a list); checked before a run
+    starts by ``experiments.schemas.check_values``. Integer fields without a range accept
+    values >= 0 (counts, sizes, budgets, steps)."""
+
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or (value < self.high or (
+            not self.high_open and value == self.high))
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return (f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+                f"{')' if self.high_open else ']'}")
+
+
+INTEGER_DEFAULT = Range(0, None)
+
+
+def within(low: float | None, high: float | None, *, low_open: bool = False,
+           high_open: bool = False):
+    """A ``MISSING`` schema field (the value lives in YAML) that only admits this range;
+    ``within(None, None)`` lets an integer field be negative."""
+    return field(default=MISSING, metadata={"range": Range(low, high, low_open, high_open)})
+
+
+def unit():
+    """A probability, level or share: [0, 1]."""
+    return within(0, 1)
+
+
+def open_unit():
+    """A level strictly between 0 and 1 (a test level, a held-out share)."""
+    return within(0, 1, low_open=True, high_open=True)
+
+
+def share():
+    """A non-empty share: (0, 1]."""
+    return within(0, 1, low_open=True)
+
+
+def positive():
+    """A rate, scale, width or time: > 0."""
+    return within(0, None, low_open=True)
+
+
+def nonnegative():
+    """A weight, penalty or noise level: >= 0."""
+    return within(0, None)
+
+
+def any_integer():
+    """An integer that may be negative (a layer index from the end, a signed weight)."""
+    return within(None, None)
+
+
 @dataclass
 class RootConfig:
     """``conf/config.yaml``: the run settings, and one slot per config group."""
 
-    seed: int = MISSING  # seeds python, numpy and torch before anything is built
+    seed: int = within(0, 2**32 - 1)  # seeds python, numpy and torch before anything is built
     device: str = MISSING  # auto | cpu | cuda | cuda:<i>; auto = cuda when torch sees a GPU
-    threads: int | None = MISSING  # CPU threads for torch/BLAS; null = half the cores (>= 1)
+    threads: int | None = within(1, None)  # CPU threads for torch/BLAS; null: half the cores
     paper: Any = None  # set by +paper=<key>
     protocol: Any = None  # the paper's protocol settings (schema/protocol/<key>)
     model: Any = MISSING
@@ -94,12 +160,12 @@ class TinyLMConfig(ModelConfig):
     heads: int = MISSING
     steps: int = MISSING  # optimizer steps
     batch_size: int = MISSING
-    lr: float = MISSING  # peak learning rate (linear warm-up, cosine decay)
-    warmup_fraction: float = MISSING
-    weight_decay: float = MISSING
+    lr: float = positive()  # peak learning rate (linear warm-up, cosine decay)
+    warmup_fraction: float = unit()
+    weight_decay: float = nonnegative()
     seed: int = MISSING  # the weights depend on this seed only, not on the run's seed
     # teacher-forced held-out accuracy every horizon must reach (null: no check)
-    min_held_out_accuracy: float | None = MISSING
+    min_held_out_accuracy: float | None = unit()
 
 
 @dataclass
@@ -136,7 +202,7 @@ class AdditionConfig(DatasetConfig):
     prompts_per_horizon: int = MISSING
     max_digits: int = MISSING  # training covers every length 1..max_digits
     train_examples: int = MISSING
-    noise: float = MISSING  # probability that a training sum digit is replaced at random
+    noise: float = unit()  # probability that a training sum digit is replaced at random
 
 
 @dataclass

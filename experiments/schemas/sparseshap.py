@@ -7,7 +7,14 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    positive,
+    unit,
+    within,
+)
 
 
 class Decoder(Enum):
@@ -27,8 +34,8 @@ class SparseLeverageConfig(MethodConfig):
     sparsity: int = MISSING  # the assumed support size k of the sparse leverage score
     decoder: Decoder = MISSING
     size_distribution: SizeDistribution = MISSING
-    mixture: float = MISSING  # sparse share of the mixture size distribution
-    penalty: float = MISSING  # model-size penalty per player of the support selection
+    mixture: float = unit()  # sparse share of the mixture size distribution
+    penalty: float = nonnegative()  # model-size penalty per player of the support selection
     cv_folds: int = MISSING  # folds (complement pairs) deciding sparse vs dense; < 2: off
 
 
@@ -45,10 +52,10 @@ class ScalingConfig:
 class SparseshapProtocol:
     compare: bool = MISSING  # all three estimators, budget curves, real game, scaling fits
     repetitions: int = MISSING
-    budget: int | None = MISSING  # null: 4 s^2 log n (the claim's budget)
-    budget_multipliers: list[float] = MISSING  # budget curve, in units of n
+    budget: int | None = within(1, None)  # null: 4 s^2 log n (the claim's budget)
+    budget_multipliers: list[float] = positive()  # budget curve, in units of n
     real_budget_multiples: list[int] = MISSING  # real game budgets = multiple * n
-    target_error: float = MISSING
+    target_error: float = positive()
     scaling: ScalingConfig = MISSING
 
 
@@ -58,7 +65,7 @@ class SparseGameConfig:
     s: int = MISSING
     n_pairs: int = MISSING
     n_higher: int = MISSING
-    interaction_scale: float = MISSING
+    interaction_scale: float = nonnegative()
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, open_unit, positive
 
 
 @dataclass
@@ -19,20 +19,20 @@ class SufExplainConfig(MethodConfig):
 @dataclass
 class SufexplainProtocol:
     points: int = MISSING  # test points explained
-    eps: float = MISSING  # perturbation radius (standardized units; .inf: whole domain)
+    eps: float = positive()  # perturbation radius (standardized units; .inf: whole domain)
     explain_mlp: bool = MISSING  # also run the baseline on the plain MLP (general network)
     mlp_hidden: list[int] = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
-    lr: float = MISSING
-    weight_decay: float = MISSING
-    output_penalty: float = MISSING  # NAM's penalty on the mean squared term outputs
+    lr: float = positive()
+    weight_decay: float = nonnegative()
+    output_penalty: float = nonnegative()  # NAM's penalty on the mean squared term outputs
 
 
 @dataclass
 class BinaryTabularConfig(DatasetConfig):
     source: str = MISSING  # breast_cancer | digits_<a>_<b> | openml:<name> | a .csv path
-    test_fraction: float = MISSING
+    test_fraction: float = open_unit()
 
 
 @dataclass
@@ -40,7 +40,7 @@ class PlantedConfig(BinaryTabularConfig):
     samples: int = MISSING
     features: int = MISSING
     pairs: int = MISSING  # feature pairs whose product carries the label
-    noise: float = MISSING  # logit noise
+    noise: float = nonnegative()  # logit noise
 
 
 PROTOCOL = SufexplainProtocol

@@ -7,7 +7,14 @@ from enum import Enum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    open_unit,
+    positive,
+    within,
+)
 
 
 class Recalibration(Enum):
@@ -18,11 +25,11 @@ class Recalibration(Enum):
 
 @dataclass
 class TPSConfig(MethodConfig):
-    gamma: float = MISSING  # geometric schedule w_t = (1 - gamma) gamma^t
+    gamma: float = within(0, 1, high_open=True)  # geometric schedule w_t = (1 - gamma) gamma^t
     n_bootstrap: int = MISSING  # paired bootstrap resamples over trajectories
     recalibration: Recalibration = MISSING  # the map whose effect is reported
-    tempered_tau: float = MISSING  # the overconfident predictor: sigmoid(tau logit q)
-    noise_sigma: float = MISSING  # the noisy predictor: sigmoid(logit q + sigma eps)
+    tempered_tau: float = positive()  # the overconfident predictor: sigmoid(tau logit q)
+    noise_sigma: float = nonnegative()  # the noisy predictor: sigmoid(logit q + sigma eps)
 
 
 @dataclass
@@ -35,16 +42,16 @@ class GamblersRuinConfig(DatasetConfig):
 @dataclass
 class PolyaUrnConfig(DatasetConfig):
     n: int = MISSING
-    red: float = MISSING
-    blue: float = MISSING
+    red: float = nonnegative()
+    blue: float = nonnegative()
     horizon: int = MISSING
 
 
 @dataclass
 class HiddenBernoulliConfig(DatasetConfig):
     n: int = MISSING
-    alpha: float = MISSING
-    beta: float = MISSING
+    alpha: float = positive()
+    beta: float = positive()
     horizon: int = MISSING
 
 
@@ -55,7 +62,7 @@ class AgentLogConfig(DatasetConfig):
 
 @dataclass
 class TpsProtocol:
-    calibration_fraction: float = MISSING  # held-out trajectories for base rate and recal
+    calibration_fraction: float = open_unit()  # held-out trajectories for base rate and recal
     censoring_design: HiddenBernoulliConfig = MISSING  # the designed censoring case
 
 

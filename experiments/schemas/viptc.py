@@ -6,20 +6,20 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive
 
 
 @dataclass
 class ViptcConfig(MethodConfig):
-    lambda_sptc: float = MISSING
-    lambda_cmptc: float = MISSING
-    lambda_kd: float = MISSING
-    tau: float = MISSING
+    lambda_sptc: float = nonnegative()
+    lambda_cmptc: float = nonnegative()
+    lambda_kd: float = nonnegative()
+    tau: float = positive()
     divergence: str = MISSING  # kl | mse
     anchor: str = MISSING  # none | rgb | ir
     form: str = MISSING  # frobenius | kl
     cmptc_topology: str = MISSING  # batch | history: what CM-PTC's topology matrices relate
-    margin: float = MISSING
+    margin: float = nonnegative()
     backbone: str = MISSING  # small_cnn | a vision model's hub id or local folder
     width: int = MISSING
     dim: int = MISSING
@@ -30,7 +30,7 @@ class ViptcProtocol:
     arms: list[str] = MISSING
     seeds: int = MISSING
     epochs: int = MISSING
-    lr: float = MISSING
+    lr: float = positive()
     ids_per_batch: int = MISSING
     per_modality: int = MISSING
     workers: int = MISSING  # processes for the (seed, arm) jobs (1: in the run's process)
@@ -44,7 +44,7 @@ class SyntheticConfig(DatasetConfig):
     images_per_id: int = MISSING
     height: int = MISSING
     width: int = MISSING
-    noise: float = MISSING
+    noise: float = nonnegative()
     pretrain_ids: int = MISSING  # identities of a pretraining domain (0: train from scratch)
 
 

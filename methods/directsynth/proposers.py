@@ -331,9 +331,15 @@ def http_generator(base_url: str, model: str, max_tokens: int, temperature: floa
         request = urllib.request.Request(url, body, headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                reply = json.loads(response.read())
+                text = response.read()
         except OSError as err:
             raise UserError(f"the endpoint {url} is not reachable: {err}") from err
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            start = text[:60].decode(errors="replace").strip()
+            raise UserError(f"{url} did not answer with JSON (it began: {start!r}); check "
+                            "method.endpoint.base_url (it should end in /v1)") from None
         try:
             return reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as err:

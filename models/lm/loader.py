@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from common.cache import code_version, load_or_build
+from common.cache import load_or_build
 from common.errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -133,7 +133,7 @@ def load_causal_lm(model_cfg, compute, cache_dir: Path, task=None):
 
         return load_or_build(
             cache_dir, "smollm2-135m-instruct", {"gguf": gguf.name, "size": gguf.stat().st_size},
-            code_version(__name__), lambda folder: load(convert_gguf(gguf, folder)), load)
+            [__name__], lambda folder: load(convert_gguf(gguf, folder)), load)
     if source == "tiny_lm":
         if task is None:
             raise UserError(f"model={model_cfg.name} is trained on the dataset's training "

@@ -122,9 +122,14 @@ def sampled_token_opd_loss(student_logps: torch.Tensor, teacher_logps: torch.Ten
 
 def geometric_consensus(teacher_logits: list[torch.Tensor], weights: list[float]
                         ) -> torch.Tensor:
-    """log g of g = prod_k pi_k^{w_k} / Z, the unique minimiser of sum_k w_k KL(q || pi_k)
-    over q (ProteinOPD's consensus target); returns normalized log-probabilities."""
-    total = sum(w * torch.log_softmax(z.float(), dim=-1)
+    """log g of g = prod_k pi_k^{w_k / sum(w)} / Z, the unique minimiser of
+    sum_k w_k KL(q || pi_k) over q (ProteinOPD's consensus target); returns normalized
+    log-probabilities. The weights are normalized here, so any positive scale of them gives
+    the same target."""
+    total_weight = float(sum(weights))
+    if total_weight <= 0 or any(w < 0 for w in weights):
+        raise ValueError(f"teacher weights must be >= 0 with a positive sum, not {weights}")
+    total = sum((w / total_weight) * torch.log_softmax(z.float(), dim=-1)
                 for w, z in zip(weights, teacher_logits, strict=True))
     return torch.log_softmax(total, dim=-1)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.cache import code_version, load_or_build
+from common.cache import load_or_build
 from common.errors import UserError
 
 log = logging.getLogger("paperlab")
@@ -99,7 +99,7 @@ def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
 
     config = {"model": {k: model_cfg[k] for k in ARCHITECTURE_KEYS + TRAINING_KEYS},
               "task": task.config}
-    version = code_version(__name__, training, rollout, task.code_module)
+    modules = [__name__, training, rollout, task.code_module]
     floor = model_cfg.get("min_held_out_accuracy")
 
     def build(folder: Path):
@@ -119,6 +119,6 @@ def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
         return LlamaForCausalLM.from_pretrained(folder).eval()
 
     hf_logging.disable_progress_bar()
-    model = load_or_build(cache_dir, "tiny-lm", config, version, build, load)
+    model = load_or_build(cache_dir, "tiny-lm", config, modules, build, load)
     device = compute.device if compute is not None else "cpu"
     return model.to(device), task.tokenizer
