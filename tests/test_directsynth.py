@@ -515,6 +515,32 @@ def test_endpoint_proposer_against_a_local_server():
     assert "not direct" in repair and "no successor has a lower value" in repair
 
 
+class _HtmlServer(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - the http.server hook
+        data = b"<html><body>Welcome to the proxy login</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_endpoint_that_answers_html_is_one_line():
+    from common.errors import UserError
+
+    server = HTTPServer(("127.0.0.1", 0), _HtmlServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        generate = http_generator(f"http://127.0.0.1:{server.server_address[1]}", "m", 8, 0.0)
+        with pytest.raises(UserError, match="did not answer with JSON .*'<html>"):
+            generate("hello")
+    finally:
+        server.shutdown()
+
+
 def test_a_program_that_fails_is_reported_back_to_the_model():
     prompts = []
     replies = iter(["```python\ndef heuristic(state, task):\n    return undefined_name\n```",

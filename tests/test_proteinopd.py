@@ -11,6 +11,7 @@ import pytest
 import torch
 from Bio.SeqUtils.ProtParam import ProteinAnalysis
 
+from common.errors import UserError
 from data import proteins
 from methods.proteinopd import (
     DesignScore,
@@ -158,6 +159,10 @@ def test_fasta_reader(tmp_path):
     path = tmp_path / "x.fasta"
     path.write_text(">a\nMKV\nLLA\n>b desc\nGG\n")
     assert proteins.read_fasta(path) == ["MKVLLA", "GG"]
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(bytes(range(128, 256)))
+    with pytest.raises(UserError, match="not a text FASTA file"):
+        proteins.read_fasta(binary)
 
 
 def test_homopolymer_and_identity_on_hand_made_sequences():

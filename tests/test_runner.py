@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -293,6 +294,20 @@ def test_auto_device_resolves_to_cuda_when_torch_sees_a_gpu(monkeypatch, tmp_pat
     (("+paper=ditherq", "device=cuda"), "no CUDA GPU", 1),
     (("+paper=ditherq", "dataset=npy_vectors", "dataset.path=/nonexistent.npy"),
      "nonexistent", 2),
+    # a key that exists only with another spelling, without +: the close match
+    (("+paper=ditherq", "method.bitz=2"), "did you mean method.bits?", 1),
+    (("+paper=ditherq", "protocol.n_trials=1.5"), "protocol.n_trials", 1),
+    # out-of-range values, refused before any work
+    (("+paper=tps", "method.gamma=2"), "method.gamma=2.0 is out of range", 1),
+    (("+paper=jecs", "method.alpha=2"), "method.alpha=2.0 is out of range", 1),
+    (("+paper=sparseshap", "protocol.budget=-10"), "protocol.budget=-10 is out of range", 1),
+    (("+paper=ditherq", "protocol.bits=[1,-2]"), "protocol.bits=[1, -2] is out of range", 1),
+    (("+paper=ditherq", "threads=0"), "threads=0 is out of range", 1),
+    # a mandatory value left unset
+    (("+paper=proteinopd", "dataset=fasta_proteins"), "dataset.path has no value", 1),
+    (("+paper=ditherq", "paths.cache_dir=/proc/no-cache-here"), "paths.cache_dir", 1),
+    (("+paper=ditherq", "dataset=npy_vectors", "dataset.path=README.md"),
+     "is not a .npy file", 2),
 ])
 def test_user_mistakes_give_one_clear_line_and_the_documented_exit_code(
         tmp_path, args, message, code):
@@ -302,10 +317,41 @@ def test_user_mistakes_give_one_clear_line_and_the_documented_exit_code(
     assert proc.returncode == code, proc.stderr[-2000:]
     assert message in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(("error:", "usage:"))]
+    assert len(errors) == 1, proc.stderr[-2000:]
     if code == 1:
         assert not run_dir.exists() and not (tmp_path / "out").exists()
     else:
         assert (run_dir / "failed.json").is_file()
+        assert "run failed: UserError" in (run_dir / "run.log").read_text()
+        assert not (run_dir / "metrics.json").exists()
+
+
+def test_a_full_disk_is_one_line(tmp_path, monkeypatch):
+    import errno
+
+    from experiments.runner import job
+
+    def full(metrics):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "metrics.json"))
+
+    monkeypatch.setattr(job, "clean_metrics", full)
+    code, failed = run_failing(DITHERQ_SMOKE, tmp_path / "a")
+    assert code == 2 and failed["user_error"]
+    assert "no space left on the device" in failed["error"]
+
+
+def test_a_resumed_run_has_the_tables_of_an_uninterrupted_one(tmp_path):
+    whole = tmp_path / "whole"
+    run_paper(DITHERQ_SMOKE, whole)
+    resumed = tmp_path / "resumed"
+    run_paper(DITHERQ_SMOKE, resumed)
+    (resumed / "results.json").unlink()  # as if killed after the curves and tables
+    (resumed / "failed.json").write_text("{}")
+    run_paper(DITHERQ_SMOKE, resumed)
+    for name in ("curves.csv", "tables/nmse_by_family.csv"):
+        assert (resumed / name).read_text() == (whole / name).read_text(), name
+    assert not (resumed / "failed.json").exists()
 
 
 def test_a_model_missing_offline_fails_within_seconds(monkeypatch):
@@ -331,10 +377,42 @@ def test_sigterm_writes_failed_json_and_exits_143(tmp_path):
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143
     failed = json.loads((run_dir / "failed.json").read_text())
     assert failed["interrupted"] and "SIGTERM" in failed["error"]
+    assert "interrupted (SIGTERM); rerun the same command to resume" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert "run failed: interrupted (SIGTERM)" in (run_dir / "run.log").read_text()
+
+
+def test_sigterm_to_a_joblib_sweep_stops_its_workers(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "run.py", "-m", "+paper=ditherq",
+                             "protocol.n_trials=100000", "method.bits=1,2",
+                             "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                             f"hydra.sweep.dir={sweep}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    while len(list(sweep.glob("*/config_resolved.yaml"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    children = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)],
+                                               capture_output=True, text=True).stdout.split()]
+    assert children
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    def running(pid):  # a zombie waiting for its reaper has stopped
+        stat = Path(f"/proc/{pid}/stat")
+        return stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+
+    deadline = time.time() + 15
+    while any(running(pid) for pid in children) and time.time() < deadline:
+        time.sleep(0.2)
+    alive = [pid for pid in children if running(pid)]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive
+    assert len(list(sweep.glob("*/failed.json"))) == 2
 
 
 # -- sweeps -------------------------------------------------------------------------------
