@@ -16,7 +16,20 @@ EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
 	MPLBACKEND=Agg OMP_NUM_THREADS=1
 
-.PHONY: help install run test test-slow test-gpu bench lint sweep report list clean
+# make reproduce: every paper's default at seeds 0, 1, 2, longest first so two workers stay
+# busy; PAPERS=a,b and SEEDS=0,1 narrow it, LAUNCHER=submitit_slurm runs it on a cluster.
+ALL_PAPERS := cfbeam,gcad,prohind,viptc,directsynth,proteinopd,proprio,mpopd,sparseshap
+ALL_PAPERS := $(ALL_PAPERS),protofmri,glycandock,gscoreset,ctxflow,sufexplain,dpcert,jecs
+ALL_PAPERS := $(ALL_PAPERS),ditherq,rankcomp,tps
+PAPERS   ?= $(ALL_PAPERS)
+SEEDS    ?= 0,1,2
+LAUNCHER ?= joblib
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+REPRODUCE_DIR ?= outputs/reproduce
+REPORT_FROM   ?= $(REPRODUCE_DIR)
+
+.PHONY: help install run test test-slow test-gpu bench lint sweep summary reproduce report \
+	list clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -70,8 +83,16 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 		ls conf/papers/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
 	else $(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS); fi
 
-report: install  ## rebuild a sweep summary: make report SWEEP_DIR=outputs/sweeps/... (default: latest)
+summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest)
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1))
+
+reproduce: install  ## every paper's default at seeds 0,1,2 (PAPERS=a,b SEEDS=0,1; resumes)
+	$(PY) run.py -m +paper=$(PAPERS) seed=$(SEEDS) hydra/launcher=$(LAUNCHER) \
+		$(if $(filter joblib,$(LAUNCHER)),hydra.launcher.n_jobs=$(JOBS)) \
+		hydra.sweep.dir=$(REPRODUCE_DIR) 'hydra.sweep.subdir=$${paper.key}/seed$${seed}' $(ARGS)
+
+report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
+	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report
 
 list: install  ## the papers and their one-line claims
 	@$(PY) -c 'from experiments.runner.registry import paper_claims; \

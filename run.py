@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
+from common.kernels import pin_cpu_kernels
 
-from common.errors import UserError
-from experiments.runner.cli import prepare
-from experiments.runner.job import EXIT_FAILED, EXIT_REJECTED, execute
-from experiments.runner.registry import known_papers
-from experiments.runner.sweep_summary import last_sweep
-from experiments.schemas import register_schemas
+pin_cpu_kernels()  # before numpy and torch load (common/kernels.py says why)
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from common.errors import UserError  # noqa: E402
+from experiments.runner.cli import prepare  # noqa: E402
+from experiments.runner.job import EXIT_FAILED, EXIT_REJECTED, execute  # noqa: E402
+from experiments.runner.registry import known_papers  # noqa: E402
+from experiments.runner.sweep_summary import last_sweep  # noqa: E402
+from experiments.schemas import register_schemas  # noqa: E402
 
 HELP_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--shell-completion", "-sc"}
 

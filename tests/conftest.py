@@ -6,6 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from common.kernels import pin_cpu_kernels  # noqa: E402
+
+pin_cpu_kernels()
 _TMP = tempfile.mkdtemp(prefix="paperlab-tests-")
 for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
                    "WANDB_SILENT": "true", "WANDB_DIR": _TMP, "HF_HOME": _TMP,

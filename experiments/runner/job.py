@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
 from common.ranks import is_global_zero
+from experiments.report.claims import check_claims, combine
 from experiments.runner.context import RunContext
 from experiments.runner.registry import load_protocol
 from experiments.runner.results import (
@@ -130,6 +131,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     reject_unknown_keys(cfg)
     check_values(cfg)
     key = str(cfg.paper.key)
+    check_claims(key, paper_claims(cfg))
     cfg_hash = config_hash(cfg)
     previous = output_dir / "results.json"
     if previous.exists():
@@ -180,6 +182,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     if not writes:
         return metrics
     write_json(output_dir / "metrics.json", metrics)
+    verdicts = _claim_verdicts(key, paper_claims(cfg), metrics)
     write_json(output_dir / "results.json", {
         "metrics": metrics, "paper": key, "title": cfg.paper.get("title"),
         "method": job.choices.get("method"), "model": job.choices.get("model"),
@@ -188,13 +191,34 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "overrides": job.overrides, "choices": job.choices, "config_hash": job.config_hash,
         "git_sha": git_sha(PROJECT_ROOT), "versions": package_versions(),
         "python": sys.version.split()[0], "started_at": started_at,
-        "wall_time_s": round(wall, 3),
+        "wall_time_s": round(wall, 3), "claims": verdicts,
     })
     if mirror is not None:
         mirror.summary(metrics)
         mirror.finish(exit_code=0)
     _print_footer(cfg, metrics, output_dir)
+    log.info("finished %s seed %d in %.0f s; claims at this seed: %s", key, seed, wall,
+             "; ".join(f"{k} {v}" for k, v in verdicts.items()) or "none")
     return metrics
+
+
+def _claim_verdicts(key: str, claims: list[dict], metrics: dict) -> dict[str, str]:
+    """Each claim's verdict on this run alone (the report combines seeds). A condition that
+    names a metric this run did not write is an error line, not a lost run."""
+    try:
+        check_claims(key, claims, metrics)
+    except UserError as err:
+        log.error("error: %s", err)
+        return {c["id"]: "metric missing" for c in claims}
+    return {c["id"]: combine(c["holds_if"], "all", [metrics]).verdict for c in claims}
+
+
+def paper_claims(cfg: DictConfig) -> list[dict]:
+    """``paper.claims`` as plain dicts (``over_seeds`` as its name)."""
+    claims = OmegaConf.select(cfg, "paper.claims")
+    if claims is None or OmegaConf.is_missing(cfg.paper, "claims"):
+        return []
+    return OmegaConf.to_container(claims, resolve=True, enum_to_str=True)
 
 
 # What a run writes into its folder besides Hydra's files; an attempt that stopped halfway

@@ -96,16 +96,33 @@ class RootConfig:
     paths: Any = MISSING
 
 
+class OverSeeds(Enum):
+    all = "all"  # the condition holds at every seed
+    mean_ci = "mean_ci"  # a > b: the paired difference's 95% interval over seeds excludes 0
+
+
+@dataclass
+class Claim:
+    """One checkable claim of the abstract (``experiments/report/claims.py``)."""
+
+    id: str = MISSING
+    text: str = MISSING  # one sentence, the abstract's own wording where possible
+    holds_if: str | None = MISSING  # a condition over metrics.json; null: not testable here
+    over_seeds: OverSeeds = OverSeeds.all
+    scale: str | None = None  # with holds_if null: the setting the claim needs
+
+
 @dataclass
 class PaperInfo:
     """``paper:`` of ``conf/paper/<key>.yaml``: what the paper claims and what to plot."""
 
     key: str = MISSING
     title: str = MISSING
-    claim: str = MISSING
+    claim: str = MISSING  # the headline, at most 20 words (README and report tables)
     figure: str = MISSING
     # metrics that sweep summaries tabulate (the first is plotted); name -> higher is better
     primary_metrics: dict[str, bool] = MISSING
+    claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
 
 
 @dataclass

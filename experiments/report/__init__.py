@@ -1,0 +1,1 @@
+"""Claims as data and the reproduction report (``make report``, ``make readme``)."""

@@ -1,0 +1,47 @@
+"""``python -m experiments.report <runs folder> [--out outputs/report] [--publish]``
+
+Writes the reproduction report (index.html, report.md, summary.json) from the runs under a
+folder. ``--publish`` also copies summary.json to docs/reproduction.json and regenerates the
+README's results table from it (what ``make readme`` does after a full ``make reproduce``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from experiments.report.build import ROOT, readme_table, replace_readme_table, write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.report")
+    parser.add_argument("runs", type=Path, help="a folder of runs (make reproduce's sweep)")
+    parser.add_argument("--out", type=Path, default=Path("outputs/report"))
+    parser.add_argument("--publish", action="store_true",
+                        help="copy summary.json to docs/ and regenerate the README table")
+    args = parser.parse_args(argv)
+    if not args.runs.is_dir():
+        print(f"error: {args.runs} is not a folder of runs (run make reproduce first)",
+              file=sys.stderr)
+        return 1
+    papers = write_report(args.runs, args.out)
+    for p in papers:
+        print(f"{p['key']:<12} {p['verdict']:<16} seeds {p['seeds']}")
+    print(f"report: {args.out / 'index.html'} and {args.out / 'report.md'}")
+    if args.publish:
+        import json
+
+        target = ROOT / "docs" / "reproduction.json"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(args.out / "summary.json", target)
+        readme = ROOT / "README.md"
+        summary = json.loads(target.read_text())
+        readme.write_text(replace_readme_table(readme.read_text(), readme_table(summary)))
+        print(f"published: {target} and the README table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
