@@ -28,8 +28,8 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 REPRODUCE_DIR ?= outputs/reproduce
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 
-.PHONY: help install run test test-slow test-gpu bench lint sweep summary reproduce report \
-	list clean
+.PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
+	reproduce report readme list clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -93,6 +93,19 @@ reproduce: install  ## every paper's default at seeds 0,1,2 (PAPERS=a,b SEEDS=0,
 
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report
+
+readme: install  ## after a full make reproduce: publish docs/reproduction.json and the README table
+	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish
+
+BROWSER_PACKAGES := chromium chromium-driver
+
+test-browser: install  ## the report page in headless Chromium (installs chromium with apt-get)
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "==> installing $(BROWSER_PACKAGES) (apt-get)"; apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; \
+		else echo "install $(BROWSER_PACKAGES) (sudo apt-get install $(BROWSER_PACKAGES))"; exit 1; fi; fi
+	$(TEST_ENV) $(PY) -m pytest -q -m browser $(ARGS)
 
 list: install  ## the papers and their one-line claims
 	@$(PY) -c 'from experiments.runner.registry import paper_claims; \

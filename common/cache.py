@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from common.kernels import PINNED
 from common.ranks import global_rank, is_global_zero
 
 T = TypeVar("T")
@@ -44,8 +45,11 @@ def code_version(*modules: ModuleType | str) -> str:
 
 
 def entry_key(config: Mapping[str, Any], version: str) -> str:
-    """The folder name of an entry: hash of its configuration and code version."""
-    payload = json.dumps({"config": config, "code": version}, sort_keys=True, default=str)
+    """The folder name of an entry: hash of its configuration, its code version and the CPU
+    kernel settings (common/kernels.py: another kernel path trains other weights)."""
+    kernels = {name: os.environ.get(name) for name in PINNED}
+    payload = json.dumps({"config": config, "code": version, "kernels": kernels},
+                         sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -230,6 +230,8 @@ def test_wandb_offline_run_holds_the_figure(tmp_path, monkeypatch):
     runs = list((tmp_path / "a" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert list(runs[0].rglob("*mse_vs_bits*.png"))
+    record = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))
+    assert b"rht_matches_dense:" in record  # a claim's verdict at this seed, as a tag
 
 
 def test_threads_setting_is_applied_and_recorded(tmp_path, monkeypatch):

@@ -199,7 +199,8 @@ def report_markdown(papers: list[dict[str, Any]], source: str) -> str:
             if c["holds_if"]:
                 lines.append(f"  - condition `{c['holds_if']}` over seeds: {c['over_seeds']}")
                 for name, values in c["values"].items():
-                    lines.append(f"  - {name}: {', '.join(fmt(v) for v in values)}")
+                    if values:
+                        lines.append(f"  - {name}: {', '.join(fmt(v) for v in values)}")
             elif c["scale"]:
                 lines.append(f"  - needs: {c['scale']}")
         lines += recon_notes(p["key"])
@@ -214,8 +215,11 @@ def recon_notes(key: str) -> list[str]:
     path = PAPER_NOTES / f"{key}.md"
     if not path.is_file():
         return []
-    notes = [line.strip(" -*") for line in path.read_text().splitlines() if "RECON" in line]
-    return [f"- RECON: {n}" for n in notes[:8]]
+    text = " ".join(line.strip() for line in path.read_text().splitlines()
+                    if not line.startswith(("#", ">")))
+    sentences = re.split(r"(?<=[.;])\s+(?=[A-Z(`*])", text)
+    notes = [s.strip(" -*") for s in sentences if "RECON" in s]
+    return [f"- {n[:400]}" for n in notes[:8]]
 
 
 # -- html ------------------------------------------------------------------------------------
@@ -252,7 +256,7 @@ def report_html(papers: list[dict[str, Any]], source: str) -> str:
             f"<li>{_badge(c['verdict'])} <b>{e(c['id'])}</b>: {e(c['text'])}<br>"
             + (f"<code>{e(c['holds_if'])}</code> ({e(c['over_seeds'])}; {e(c['detail'])})"
                + "".join(f"<br><code>{e(n)}</code>: {e(', '.join(fmt(v) for v in vs))}"
-                         for n, vs in c["values"].items())
+                         for n, vs in c["values"].items() if vs)
                if c["holds_if"] else f"needs: {e(c['scale'] or '')}")
             + "</li>" for c in p["claims"])
         failures = "".join(f"<li>{_badge(FAILED)} seed {f['seed']}: {e(f['error'])}</li>"

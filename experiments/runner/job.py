@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
 from common.ranks import is_global_zero
+from experiments.report.build import is_default
 from experiments.report.claims import check_claims, combine
 from experiments.runner.context import RunContext
 from experiments.runner.registry import load_protocol
@@ -194,7 +195,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "wall_time_s": round(wall, 3), "claims": verdicts,
     })
     if mirror is not None:
-        mirror.summary(metrics)
+        mirror.summary(metrics, verdicts)
         mirror.finish(exit_code=0)
     _print_footer(cfg, metrics, output_dir)
     log.info("finished %s seed %d in %.0f s; claims at this seed: %s", key, seed, wall,
@@ -354,14 +355,15 @@ def _start_wandb(cfg: DictConfig, job: Job):
         return None
     from experiments.runner.wandb_logger import WandbMirror
 
-    hydra_cfg, key, choices = job.hydra_cfg, job.key, job.choices
-    group = cfg.logger.group or (Path(hydra_cfg.sweep.dir).name if job.multirun else key)
+    key, choices = job.key, job.choices
+    group = cfg.logger.group or key
     method = choices.get("method", "none")
+    job_type = choices.get("sweep") or ("default" if is_default(job.overrides) else method)
     config = OmegaConf.to_container(cfg, resolve=True)
     config.update({"choices": choices, "overrides": job.overrides})
     return WandbMirror(
         project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
-        group=str(group), job_type=str(method), name=f"{key}-{method}-s{cfg.seed}",
+        group=str(group), job_type=str(job_type), name=f"{key}-{method}-s{cfg.seed}",
         tags=[key, str(method), f"model:{choices.get('model')}",
               f"dataset:{choices.get('dataset')}", f"seed:{cfg.seed}"],
         config=config, output_dir=job.output_dir,

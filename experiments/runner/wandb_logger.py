@@ -1,8 +1,10 @@
 """Mirror of a run in Weights & Biases (``logger=wandb``).
 
 One W&B run per job: ``reinit="finish_previous"`` plus ``finish()`` in the runner's
-``finally``, so multirun jobs in one process never share a run. Group is the paper for a
-single run and the sweep folder for a multirun; job_type is the method. Offline mode when no
+``finally``, so multirun jobs in one process never share a run. Group is the paper (so a
+project is a dashboard of the reproduction report); job_type is the named sweep, "default"
+for the paper's default (any seed), else the method; tags carry each claim's verdict at the
+run's seed once it finishes. Offline mode when no
 API key is configured. Every W&B call is guarded: a W&B failure logs a warning and never
 loses the local results.
 """
@@ -82,8 +84,13 @@ class WandbMirror:
 
         self._guard("table", push)
 
-    def summary(self, metrics: Mapping[str, Any]) -> None:
-        self._guard("summary", lambda: self.run.summary.update(dict(metrics)))
+    def summary(self, metrics: Mapping[str, Any], verdicts: Mapping[str, str]) -> None:
+        def push() -> None:
+            self.run.summary.update(dict(metrics))
+            tags = [f"{claim}:{verdict}"[:64] for claim, verdict in verdicts.items()]
+            self.run.tags = tuple(self.run.tags or ()) + tuple(tags)
+
+        self._guard("summary", push)
 
     def finish(self, exit_code: int = 0) -> None:
         self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
