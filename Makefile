@@ -73,7 +73,7 @@ test-gpu: install  ## tests that need a CUDA GPU
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)
 
 bench: install  ## speed benchmarks, measured side by side in one process
-	@for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@for f in tests/benchmarks/bench_*.py; do echo "== $$f"; PYTHONPATH=. $(PY) $$f || exit 1; done
 
 lint: install  ## ruff
 	$(PY) -m ruff check .

@@ -197,3 +197,13 @@ def lm_prompts(dataset_cfg, model_cfg, tokenizer, rng: np.random.Generator) -> l
                         "addition, addition_text, gsm8k, math500")
     return text_prompts(dataset_cfg, tokenizer, bool(model_cfg.chat_template), rng)
 
+
+
+def split_held_out(items: Sequence, held_out: int, dataset_name: str) -> tuple[list, list]:
+    """The first ``held_out`` items for evaluation, the rest for training; one line when none
+    is left for training."""
+    items = list(items)
+    if len(items) <= held_out:
+        raise UserError(f"dataset={dataset_name} has {len(items)} prompts, none left for "
+                        f"training after protocol.eval_prompts={held_out}")
+    return items[:held_out], items[held_out:]

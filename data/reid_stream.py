@@ -225,6 +225,9 @@ def reid_stream(cfg, rng: np.random.Generator) -> list[ReidTask]:
         unknown = [d for d in cfg.order if d not in loaders]
         if unknown:
             raise UserError(f"unknown VI-ReID datasets {unknown} (known: {', '.join(loaders)})")
+        for name in cfg.order:
+            if cfg.get(f"{name}_root") is None:
+                raise UserError(f"dataset.order has {name}: add dataset.{name}_root=<folder>")
         tasks = [task for name in cfg.order for task in loaders[name]()]
         return [_offset_ids(task, 100000 * k) for k, task in enumerate(tasks)]
     raise UserError(f"unknown ReID dataset '{cfg.name}' (synthetic, vi_reid)")

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.arithmetic import EOS, PAD
-from data.lm_tasks import AdditionTask, LMPrompt, lm_prompts, scratchpad_prompts
+from data.lm_tasks import AdditionTask, LMPrompt, lm_prompts, scratchpad_prompts, split_held_out
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
@@ -86,21 +86,15 @@ def tiny_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
 def hub_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
     """Real teacher and student by name (they must share a tokenizer); the dataset's prompts
     split into held-out (``protocol.eval_prompts``) and training prompts."""
-    from models.lm.loader import load_causal_lm
+    from models.lm.loader import load_with_shared_tokenizer
 
     if cfg.student.source == "tiny_lm":
         raise UserError(f"model={cfg.model.name} needs a real student too, e.g. "
                         "model@student=qwen3-0.6b")
-    teacher, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
-    student, student_tokenizer = load_causal_lm(cfg.student, ctx.compute, ctx.cache_dir)
-    if tokenizer.get_vocab() != student_tokenizer.get_vocab():
-        raise UserError(f"teacher {cfg.model.name} and student {cfg.student.name} have "
-                        "different tokenizers; distillation needs a shared vocabulary")
+    teacher, tokenizer, student = load_with_shared_tokenizer(cfg.model, cfg.student,
+                                                             ctx.compute, ctx.cache_dir)
     prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng)
-    held_out, train = prompts[:cfg.protocol.eval_prompts], prompts[cfg.protocol.eval_prompts:]
-    if not train:
-        raise UserError(f"dataset={cfg.dataset.name} has {len(prompts)} prompts, none left "
-                        f"for training after protocol.eval_prompts={cfg.protocol.eval_prompts}")
+    held_out, train = split_held_out(prompts, cfg.protocol.eval_prompts, cfg.dataset.name)
     per_step = cfg.method.prompts_per_step
 
     def sample(rng: np.random.Generator) -> list[LMPrompt]:

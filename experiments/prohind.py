@@ -122,8 +122,8 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
     """A real model by name (``model.hub_id``; a teacher by ``model@teacher``) on the
     dataset's questions, asked to state "Confidence: k" first; multi-turn is the retry
     episode (the lookup tool is tiny-lm's)."""
-    from data.lm_tasks import text_questions
-    from models.lm.loader import load_causal_lm
+    from data.lm_tasks import split_held_out, text_questions
+    from models.lm.loader import load_causal_lm, load_with_shared_tokenizer
     from models.lm.prompting import encode_prompt
 
     protocol, method = cfg.protocol, cfg.method
@@ -137,13 +137,12 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
     if method.base.name != "grpo" and teacher_cfg is None:
         raise UserError(f"method={method.name} distils from a teacher: add "
                         "+model@teacher=<a larger model with the same tokenizer>")
-    policy, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
-    teacher = None
-    if method.base.name != "grpo":
-        teacher, teacher_tokenizer = load_causal_lm(teacher_cfg, ctx.compute, ctx.cache_dir)
-        if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
-            raise UserError(f"teacher {teacher_cfg.name} and policy {cfg.model.name} have "
-                            "different tokenizers; distillation needs a shared vocabulary")
+    if method.base.name == "grpo":
+        policy, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
+        teacher = None
+    else:
+        policy, tokenizer, teacher = load_with_shared_tokenizer(cfg.model, teacher_cfg,
+                                                                ctx.compute, ctx.cache_dir)
     chat = bool(cfg.model.chat_template)
 
     def decode(ids):
@@ -153,10 +152,7 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
         encode_prompt(tokenizer, f"{q.question}\n{CONFIDENCE_INSTRUCTION}", chat),
         encode_prompt(tokenizer, f"{q.question}\n{PROBE_TEXT}", chat), q.reference,
         q.extract, decode) for q in text_questions(cfg.dataset, ctx.rng)]
-    held_out, train = tasks[:protocol.eval_prompts], tasks[protocol.eval_prompts:]
-    if not train:
-        raise UserError(f"dataset={cfg.dataset.name} has {len(tasks)} questions, none left "
-                        f"for training after protocol.eval_prompts={protocol.eval_prompts}")
+    held_out, train = split_held_out(tasks, protocol.eval_prompts, cfg.dataset.name)
     fmt = text_format(tokenizer, chat, int(cfg.dataset.max_new_tokens))
 
     def sample(rng):

@@ -70,3 +70,23 @@ def run_failing(overrides: list[str], output_dir: Path) -> tuple[int, dict]:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+_SMOKE_RUNS: dict[str, tuple[dict, Path]] = {}
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """``smoke_run(key)``: the paper's smoke configuration (tests/smoke.py) run once per test
+    session from an empty cache; returns its metrics and run folder (read them, don't write)."""
+    from .smoke import SMOKE
+
+    def run(key: str) -> tuple[dict, Path]:
+        if key not in _SMOKE_RUNS:
+            root = tmp_path_factory.mktemp(f"smoke-{key}")
+            metrics = run_paper([*SMOKE[key], f"paths.cache_dir={root / 'cache'}"],
+                                root / "run")
+            _SMOKE_RUNS[key] = (metrics, root / "run")
+        return _SMOKE_RUNS[key]
+
+    return run

@@ -14,8 +14,6 @@ from methods.ctxflow import (
     random_flow_params,
 )
 
-from .conftest import run_paper
-
 
 def _setup(d, seed=0):
     gen = torch.Generator().manual_seed(seed)
@@ -94,11 +92,8 @@ def test_autograd_matches_finite_differences(loss):
         assert float(fd_v) == pytest.approx(float(gv[i, j]), rel=1e-5, abs=1e-9)
 
 
-def test_ctxflow_smoke_run(run_dir):
-    metrics = run_paper(["+paper=ctxflow", "protocol.seeds=2", "protocol.n_values=[16,64,256]",
-                         "protocol.depths=[1,4]", "protocol.dims=[2]",
-                         "protocol.dim_study_dims=[2,4]", "protocol.dim_study_n=64",
-                         "protocol.wasserstein_max_n=64", "method.gd_steps=10"], run_dir)
+def test_ctxflow_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("ctxflow")
     assert -1.0 < metrics["slope_attention"] < 0
     assert "depth_ratio_L4_over_L1" in metrics
     assert (run_dir / "figures" / "deviation_vs_n.png").is_file()

@@ -48,6 +48,7 @@ from methods.directsynth.hostile import run_hostile_program
 from methods.directsynth.sandbox import valid_value
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 INF = float("inf")
 
@@ -573,13 +574,11 @@ def test_packaged_smollm2_proposes_through_the_same_interface(tmp_path):
 
 
 # ---------------------------------------------------------------------------- protocol
-SMALL_RUN = ["+paper=directsynth", "dataset.domains=[miconic,blocksworld]",
-             "dataset.training_tasks=4", "dataset.test_tasks=2", "protocol.baseline_programs=5",
-             "method.max_programs=10"]
+SMALL_RUN = SMOKE["directsynth"]
 
 
-def test_protocol_run(tmp_path):
-    m = run_paper(SMALL_RUN, tmp_path / "run")
+def test_protocol_run(smoke_run):
+    m, run_dir = smoke_run("directsynth")
     for key in ("programs_ours", "programs_baseline", "eval_cost_ratio_baseline_over_ours",
                 "direct_test_frac_final", "solved_by_hillclimb_frac", "sandbox_escapes"):
         assert key in m

@@ -28,8 +28,6 @@ from methods.dpcert import (
     tradeoff,
 )
 
-from .conftest import run_paper
-
 
 def _gauss_radius(p_a, sigma, one_piece=False):
     lo, hi = 0.0, 5.0
@@ -149,12 +147,8 @@ def test_clopper_pearson_matches_statsmodels():
     assert EPS_GRID[0] == 0.0
 
 
-def test_dpcert_smoke_run(run_dir):
-    metrics = run_paper(["+paper=dpcert", "dataset.max_test=40", "method.partitions=10",
-                         "method.dpa_steps=40", "method.dpa_noise_draws=4",
-                         "method.dpsgd_models=30", "method.dpsgd_steps=20",
-                         "protocol.r_values_dpa=[0,1]", "protocol.r_values_dpsgd=[0,1]",
-                         "protocol.radii=[0.0,0.2]"], run_dir)
+def test_dpcert_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("dpcert")
     assert metrics["degenerate_dpa_mismatches"] == 0
     assert metrics["joint_minus_naive_certified_acc_min"] >= 0
     assert (run_dir / "figures" / "certified_accuracy_heatmaps.png").is_file()

@@ -317,11 +317,15 @@ def _save_chat_model(folder, chat_model):
 
 
 def test_protocol_runs_on_a_local_chat_model(run_dir, tmp_path, chat_model):
+    """gcad's smoke run (it needs this module's chat model), twice: the same metrics."""
     _save_chat_model(tmp_path / "lm", chat_model)
-    metrics = run_paper(["+paper=gcad", "model=qwen3-0.6b", f"model.hub_id={tmp_path / 'lm'}",
-                         "protocol.max_new_tokens=4", "protocol.residual_layer=0",
-                         "dataset.user_turns=[Hi,More,Bye]",
-                         f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+    smoke = ["+paper=gcad", "model=qwen3-0.6b", f"model.hub_id={tmp_path / 'lm'}",
+             "protocol.max_new_tokens=4", "protocol.residual_layer=0",
+             "dataset.user_turns=[Hi,More,Bye]"]
+    metrics = run_paper([*smoke, f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+    again = run_paper([*smoke, f"paths.cache_dir={tmp_path / 'cache2'}"], tmp_path / "again")
+    assert {k: v for k, v in again.items() if not k.startswith("time_")} == {
+        k: v for k, v in metrics.items() if not k.startswith("time_")}
     for key in ("coherence_drift_residual", "coherence_drift_gcad", "trait_turn3_residual",
                 "trait_turn3_gcad", "kv_contamination_gcad"):
         assert np.isfinite(metrics[key]), key

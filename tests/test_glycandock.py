@@ -47,6 +47,7 @@ from methods.glycandock import (
 )
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 # Rosetta test/core/scoring/CHIEnergyFunction.cxxtest.hh: E(0), E(60), E(-180), E'(0)
 ROSETTA = {
@@ -300,25 +301,21 @@ def test_chi_minimum_arm_builds_every_linkage_at_its_chi_minimum():
             assert pred["chi_energy"] == pytest.approx(np.mean(lowest), abs=1e-3)
 
 
-SMALL_RUN = ["+paper=glycandock", "dataset.families=6", "dataset.held_out_families=2",
-             "dataset.topologies=24", "dataset.max_residues=3", "dataset.train_complexes=60",
-             "dataset.test_complexes=16", "protocol.epochs=2",
-             "protocol.arms=[base,both,chi_minimum]",
-             "protocol.export_protenix=2"]
+SMALL_RUN = SMOKE["glycandock"]
 
 
-def test_protocol_run(tmp_path):
-    m = run_paper(SMALL_RUN, tmp_path / "run")
+def test_protocol_run(smoke_run, tmp_path):
+    m, run_dir = smoke_run("glycandock")
     for key in ("success2A_base_glycan_split", "success2A_both_glycan_split", "chi_energy_base",
                 "success2A_chi_minimum_glycan_split",
                 "rmsd_oracle_max_err", "success2A_both_protein_split", "chi_energy_reference"):
         assert key in m and math.isfinite(m[key])
     assert m["rmsd_oracle_max_err"] < 1e-8 and m["file_rescore_max_err"] < 1e-2
-    jobs = json.loads((tmp_path / "run" / "protenix" / "inputs.json").read_text())
-    assert len(jobs) == 2 and (tmp_path / "run" / "figures" / "glycandock.png").exists()
+    jobs = json.loads((run_dir / "protenix" / "inputs.json").read_text())
+    assert len(jobs) == 2 and (run_dir / "figures" / "glycandock.png").exists()
     # the exported files score with the structure_pairs dataset
     pairs = run_paper(["+paper=glycandock", "dataset=structure_pairs",
-                       f"dataset.root={tmp_path / 'run' / 'protenix'}"], tmp_path / "pairs")
+                       f"dataset.root={run_dir / 'protenix'}"], tmp_path / "pairs")
     assert set(pairs) >= {"success2A_base", "success2A_both", "median_lrmsd_both"}
 
 

@@ -35,7 +35,8 @@ from methods.gscoreset import (
 )
 from methods.gscoreset.rasterizer import ALPHA_MAX, ALPHA_MIN, T_STOP
 
-from .conftest import run_failing, run_paper
+from .conftest import run_failing
+from .smoke import SMOKE
 
 
 def _scene(n=25, seed=0, dtype=torch.float64, opacity=(0.2, 0.9)):
@@ -294,14 +295,11 @@ def test_finetune_improves_a_pruned_scene():
     assert after < 0.8 * before
 
 
-SMALL_RUN = ["+paper=gscoreset", "dataset.gaussians=400", "dataset.size=24",
-             "dataset.prescribed_views=4", "dataset.novel_views=4", "protocol.budgets=[0.1,0.2]",
-             "protocol.finetune_steps=3", "protocol.guarantee.gaussians=100",
-             "protocol.guarantee.trials=10", "protocol.guarantee.size=12"]
+SMALL_RUN = SMOKE["gscoreset"]
 
 
-def test_protocol_run(tmp_path):
-    m = run_paper(SMALL_RUN, tmp_path / "run")
+def test_protocol_run(smoke_run):
+    m, run_dir = smoke_run("gscoreset")
     for key in ("psnr_sensitivity_weighted_10pct", "psnr_opacity_topk_10pct",
                 "psnr_uniform_weighted_10pct", "worst_objective_err_sensitivity_20pct",
                 "worst_objective_err_importance_20pct", "total_sensitivity_over_rays",

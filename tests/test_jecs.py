@@ -128,9 +128,8 @@ def test_right_tail_test_accepts_light_tails():
     assert rejections <= 2
 
 
-def test_jecs_smoke_run(run_dir):
-    metrics = run_paper(["+paper=jecs", "protocol.repetitions=8", "dataset.n_items=500",
-                         "method.n_boot=20"], run_dir)
+def test_jecs_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("jecs")
     assert metrics["power_jecs"] >= metrics["power_maxp_bh"]
     assert 0 <= metrics["benchmark_overlap_per_model_min"] <= 1
     assert (run_dir / "figures" / "gcr_power_vs_alpha.png").is_file()

@@ -359,3 +359,12 @@ def test_opd_reduces_the_reverse_kl_to_the_teacher(addition_lm):
     post_train(module, 50, progress_bar=False)
     after = held_out_kl(module.policy)
     assert after < 0.5 * before, (before, after)
+
+
+def test_split_held_out_keeps_the_first_for_evaluation_and_needs_training_prompts():
+    from common.errors import UserError
+    from data.lm_tasks import split_held_out
+
+    assert split_held_out("abcde", 2, "x") == (["a", "b"], ["c", "d", "e"])
+    with pytest.raises(UserError, match="dataset=gsm8k has 3 prompts, none left"):
+        split_held_out([1, 2, 3], 3, "gsm8k")

@@ -29,6 +29,7 @@ from models.lm.rollout import (
 from models.lm.text_statistics import repetition_rate
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 
 def _tiny(vocab=12, seed=0):
@@ -242,21 +243,17 @@ def test_repetition_rate_counts_repeated_four_grams():
 
 
 def _small(tmp_path, steps=3):
-    return ["+paper=mpopd", "dataset.train_examples=2000", "dataset.max_digits=2",
-            "model.steps=80", "student.steps=40", "model.min_held_out_accuracy=null",
-            f"protocol.steps={steps}", "protocol.eval_prompts=16", "method.prompts_per_step=4",
-            "method.group_size=2", "method.head_refresh_every=2", "method.head_refresh_steps=1",
-            f"paths.cache_dir={tmp_path / 'cache'}"]
+    keep = [o for o in SMOKE["mpopd"] if not o.startswith(("protocol.steps", "method.anneal"))]
+    return [*keep, f"protocol.steps={steps}", f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
-def test_mpopd_smoke_run(run_dir, tmp_path):
-    metrics = run_paper(_small(tmp_path) + ["method.anneal=true"], run_dir)
+def test_mpopd_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("mpopd")
     for key in ("acc_opd", "acc_mpopd", "len_mpopd_over_opd", "repetition_opd",
                 "repetition_mpopd", "teacher_nll_mpopd", "acc_seqkd", "acc_gkd",
                 "acc_mpopd_trust_region", "acc_mpopd_head"):
         assert key in metrics and np.isfinite(metrics[key])
     assert (run_dir / "figures" / "variants.png").is_file()
-    assert run_paper(_small(tmp_path), tmp_path / "again")["acc_opd"] == metrics["acc_opd"]
 
 
 def test_sampled_objective_without_importance_weights_runs(run_dir, tmp_path):

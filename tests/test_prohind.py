@@ -44,6 +44,7 @@ from models.lm.objectives import (
 from models.lm.rollout import given_completions
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 
 def _tiny_policy(hidden: int = 32):
@@ -265,14 +266,13 @@ def test_multiplicative_ph_pushes_an_uninformative_confidence_token_down():
 
 
 @pytest.mark.parametrize("predictor", ["token", "expected", "yes_probability", "head"])
-def test_prohind_smoke_run(run_dir, tmp_path, predictor):
-    metrics = run_paper(["+paper=prohind", f"method.predictor={predictor}",
-                         "dataset.train_examples=2000",
-                         "dataset.digits=[1,2]", "model.steps=60",
-                         "model.min_held_out_accuracy=null", "protocol.steps=3",
-                         "protocol.lambdas=[1.0]", "protocol.eval_prompts=16",
-                         "method.prompts_per_step=2", "method.group_size=4",
-                         f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+def test_prohind_smoke_run(smoke_run, tmp_path, predictor):
+    if predictor == "token":  # the smoke configuration (tests/smoke.py)
+        metrics, run_dir = smoke_run("prohind")
+    else:
+        run_dir = tmp_path / "run"
+        metrics = run_paper([*SMOKE["prohind"], f"method.predictor={predictor}",
+                             f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
     for key in ("ece_grpo", "ece_ph", "acc_grpo", "acc_ph", "overconf_fail_rate_single",
                 "underconf_success_rate_multi", "zero_variance_group_frac"):
         assert key in metrics

@@ -25,6 +25,7 @@ from methods.proprio.score import (
 )
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 MU, SD = 0.3, 0.7  # Gaussian data x0 ~ N(MU, SD^2) per pixel
 
@@ -132,19 +133,16 @@ def test_physics_error_separates_real_clips_from_each_corruption():
         assert auroc > 0.8, kind
 
 
-SMALL_RUN = ["+paper=proprio", "protocol.generator.steps=30", "protocol.conditions=3",
-             "protocol.samples_per_condition=4", "protocol.eval_clips=40",
-             "protocol.discriminator_clips=100", "protocol.refine.steps=2",
-             "protocol.sampler_steps=4"]
+SMALL_RUN = SMOKE["proprio"]
 
 
-def test_protocol_run(tmp_path):
-    m = run_paper(SMALL_RUN, tmp_path / "run")
+def test_protocol_run(smoke_run):
+    m, run_dir = smoke_run("proprio")
     for key in ("spearman_score_vs_physics_err", "auroc_real_vs_corrupted",
                 "physics_err_bon4_over_bon1", "refine_physics_err_ratio", "mask_ablation_gain",
                 "physics_iq_bon1"):
         assert key in m and math.isfinite(m[key]), key
-    assert (tmp_path / "run" / "figures" / "proprio.png").exists()
+    assert (run_dir / "figures" / "proprio.png").exists()
 
 
 def test_gaussian_blur_matches_opencv_rule_via_scipy():

@@ -27,6 +27,7 @@ from methods.proteinopd import (
 from models.lm.objectives import generalized_jsd, reverse_kl, sampled_token_opd_loss
 
 from .conftest import run_failing, run_paper
+from .smoke import SMOKE
 
 # a fixed test sequence (standard residues only)
 SEQUENCE = ("MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSL"
@@ -185,22 +186,18 @@ def test_time_to_gain_on_hand_made_curves():
 # -- runs ---------------------------------------------------------------------------------------
 
 def _small(tmp_path):
-    return ["+paper=proteinopd", "model.steps=30",
-            "protocol.teacher_steps=10", "protocol.opd_steps=6", "protocol.rl_steps=12",
-            "protocol.eval_samples=32", "protocol.pareto_weights=[0.0,0.5,1.0]",
-            f"paths.cache_dir={tmp_path / 'cache'}"]
+    keep = [o for o in SMOKE["proteinopd"] if not o.startswith("dataset.sequences")]
+    return [*keep, f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
-def test_proteinopd_smoke_run(run_dir, tmp_path):
-    metrics = run_paper(_small(tmp_path) + ["dataset.sequences=300"], run_dir)
+def test_proteinopd_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("proteinopd")
     for key in ("property_gain_opd", "property_gain_rl", "designability_nll_opd_minus_base",
                 "designability_nll_rl_minus_base", "time_speedup_opd_vs_rl",
                 "property_gain_arithmetic", "property_gain_single",
                 "property_gain_sequential"):
         assert key in metrics and np.isfinite(metrics[key])
     assert (run_dir / "figures" / "proteinopd.png").is_file()
-    again = run_paper(_small(tmp_path) + ["dataset.sequences=300"], tmp_path / "again")
-    assert again["property_gain_opd"] == metrics["property_gain_opd"]
 
 
 def test_weights_must_match_the_objectives(tmp_path):

@@ -207,12 +207,8 @@ def test_auroc_by_hand():
     assert auroc(np.ones(4), np.array([0, 1, 0, 1])) == pytest.approx(0.5)
 
 
-def test_protocol_runs(run_dir):
-    metrics = run_paper(["+paper=protofmri", "dataset.train_images=200",
-                         "dataset.test_images=80", "dataset.voxels=30",
-                         "protocol.synthesis_images=10", "method.prototypes=12",
-                         "method.candidates=30", "protocol.image_synthesis_images=2",
-                         "protocol.image_synthesis_steps=5"], run_dir)
+def test_protocol_runs(smoke_run):
+    metrics, run_dir = smoke_run("protofmri")
     for key in ("r_proto_over_r_blackbox", "concept_recovery_auroc_mean",
                 "tuning_recovery_corr", "synthesis_selectivity", "pred_over_noise_ceiling"):
         assert np.isfinite(metrics[key]), key

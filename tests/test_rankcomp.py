@@ -16,8 +16,6 @@ from methods.rankcomp.algorithms import (
 )
 from methods.rankcomp.bruteforce import all_rankings, pairwise_proportional_outputs
 
-from .conftest import run_paper
-
 
 def _literal_positional(profile, outputs):
     n, m = profile.shape
@@ -121,11 +119,8 @@ def test_large_instances_positional_and_psc():
     assert psc_ok(profile, compress("psc_ear", profile, 7))
 
 
-def test_rankcomp_smoke_run(run_dir):
-    metrics = run_paper(["+paper=rankcomp", "dataset.instances=2", "dataset.n_voters=30",
-                         "protocol.stress.instances=1", "protocol.stress.n_voters=100",
-                         "protocol.impossibility.tries=5", "protocol.timing.n_values=[20,40]",
-                         "protocol.timing.m_values=[4]"], run_dir)
+def test_rankcomp_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("rankcomp")
     assert metrics["positional_satisfied_frac"] == 1
     assert metrics["psc_satisfied_frac"] == 1
     assert (run_dir / "figures" / "axioms_and_runtime.png").is_file()

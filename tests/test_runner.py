@@ -29,15 +29,14 @@ from experiments.schemas import (
 )
 
 from .conftest import ROOT, compose_config, run_failing, run_paper
+from .smoke import SMOKE
 
 CONF = ROOT / "conf"
 PAPER_FILES = sorted(p.stem for p in (CONF / "paper").glob("*.yaml"))
 PAPER_OPTIONS = {group: sorted((p.parent.parent.name, p.stem)
                                for p in CONF.glob(f"papers/*/{group}/*.yaml"))
                  for group in ("method", "dataset", "model", "sweep")}
-DITHERQ_SMOKE = ["+paper=ditherq", "protocol.n_trials=3", "protocol.bits=[1,2]",
-                 "protocol.timing_dims=[64]", "protocol.timing_repeats=2",
-                 "dataset.dim=64", "dataset.n_random=2"]
+DITHERQ_SMOKE = SMOKE["ditherq"]
 
 
 def _cli(*args, timeout=120, env=None):
@@ -530,3 +529,12 @@ def test_ddp_on_two_cpu_processes_writes_one_run_folder_and_equal_weights(tmp_pa
     (entry,) = (cache / "tiny-lm").iterdir()  # one published cache entry
     checksums = json.loads((entry / "training_report.json").read_text())["replica_checksums"]
     assert len(checksums) == 2 and checksums[0] == checksums[1]
+
+
+def test_installing_paperlab_adds_no_generic_top_level_names(tmp_path):
+    """The folders run from the checkout; outside it, `import data` must not find ours."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for name in ("common", "data", "models", "methods", "experiments"):
+        probe = subprocess.run([sys.executable, "-c", f"import {name}; print({name}.__file__)"],
+                               cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert str(ROOT) not in probe.stdout, f"{name} resolves into the checkout"

@@ -26,8 +26,6 @@ from methods.sparseshap.sampling import (
     pairs_per_size,
 )
 
-from .conftest import run_paper
-
 
 def _random_game(n, rng):
     table = rng.standard_normal(2**n)
@@ -195,13 +193,8 @@ def test_leverage_shap_has_no_interpolation_peak():
         assert ours_m <= 2 * plain_m
 
 
-def test_sparseshap_smoke_run(run_dir):
-    metrics = run_paper(["+paper=sparseshap", "dataset.sparse.n=60", "protocol.repetitions=3",
-                         "dataset.real.source=diabetes", "dataset.real.explicands=3",
-                         "protocol.scaling.n_values=[30,60]", "protocol.scaling.s_values=[2,3]",
-                         "protocol.scaling.seeds=2", "protocol.real_budget_multiples=[2,5]",
-                         "protocol.scaling.repetitions=2",
-                         "protocol.scaling.budgets=[32,128,512]"], run_dir)
+def test_sparseshap_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("sparseshap")
     assert metrics["relerr_median_sparse_leverage"] < metrics["relerr_median_kernel"]
     assert metrics["evaluations_counted"] > 0
     assert (run_dir / "figures" / "relerr_vs_budget.png").is_file()

@@ -29,8 +29,6 @@ from methods.sufexplain import (
     worst_case,
 )
 
-from .conftest import run_paper
-
 
 def _model(n: int, edges, seed: int, hidden=(8,), scale: float = 1.0):
     torch.manual_seed(seed)
@@ -180,9 +178,8 @@ def test_exported_models_compute_what_torch_computes():
                                        module(x).double().numpy(), atol=1e-5)
 
 
-def test_protocol_runs_and_every_explanation_is_sufficient(run_dir):
-    metrics = run_paper(["+paper=sufexplain", "dataset.samples=600", "protocol.points=4",
-                         "protocol.epochs=3", "method.hidden=[4]"], run_dir)
+def test_protocol_runs_and_every_explanation_is_sufficient(smoke_run):
+    metrics, run_dir = smoke_run("sufexplain")
     assert metrics["insufficient_found"] == 0
     assert metrics["size_ours_exact_mean"] <= metrics["size_baseline_mean"]
     for key in ("acc_na2m_planted", "acc_nam_planted", "time_speedup_ours_vs_baseline"):

@@ -27,8 +27,6 @@ from methods.tps import (
 )
 from methods.tps.predictors import fit_recalibration, predictor_families
 
-from .conftest import run_paper
-
 
 @pytest.mark.parametrize("score", list(BASE_SCORES))
 @pytest.mark.parametrize("q", [0.03, 0.2, 0.5, 0.77, 0.95])
@@ -161,9 +159,8 @@ def test_agent_log_round_trip(tmp_path):
     assert np.all((d.q[d.mask] > 0) & (d.q[d.mask] < 1))
 
 
-def test_tps_smoke_run(run_dir):
-    metrics = run_paper(["+paper=tps", "dataset.n=600", "method.n_bootstrap=100",
-                         "protocol.censoring_design.n=600"], run_dir)
+def test_tps_smoke_run(smoke_run):
+    metrics, run_dir = smoke_run("tps")
     assert metrics["auroc_change_under_recalibration"] == 0
     assert metrics["last_step_oracle_vs_final_only_gap"] == 0
     assert metrics["tps_gap_constant_vs_oracle"] > 0

@@ -184,16 +184,13 @@ def test_pretraining_is_its_own_domain_and_a_deterministic_start():
     spec.build().load_state_dict(state)  # strict: backbone and neck only
 
 
-def test_protocol_run(tmp_path):
-    m = run_paper(["+paper=viptc", "protocol.seeds=1", "protocol.epochs=1",
-                   "dataset.pretrain_ids=6", "dataset.train_ids=6", "dataset.test_ids=4",
-                   "dataset.images_per_id=4", "protocol.arms=[finetune,sptc,both]",
-                   "protocol.ids_per_batch=3", "protocol.per_modality=2"], tmp_path / "run")
+def test_protocol_run(smoke_run):
+    m, run_dir = smoke_run("viptc")
     for key in ("forgetting_finetune", "forgetting_sptc", "forgetting_both", "asymmetry_sptc",
                 "asymmetry_both", "new_task_map_sptc_over_finetune"):
         assert key in m and np.isfinite(m[key])
     assert m["exemplars_stored"] == 0
-    with open(tmp_path / "run" / "tables" / "stages.csv") as f:
+    with open(run_dir / "tables" / "stages.csv") as f:
         stages = list(csv.DictReader(f))
     assert len(stages) == 3 * (1 + 2 + 3 + 4)  # arms x the seen tasks of 4 stages
     for arm in ("finetune", "sptc"):

@@ -51,9 +51,9 @@ class SyntheticConfig(DatasetConfig):
 @dataclass
 class ViReidConfig(DatasetConfig):
     order: list[str] = MISSING
-    regdb_root: str = MISSING
-    sysu_root: str = MISSING
-    llcm_root: str = MISSING
+    regdb_root: str | None = MISSING  # needed when regdb is in order
+    sysu_root: str | None = MISSING
+    llcm_root: str | None = MISSING
     trial: int = MISSING
     height: int = MISSING
     width: int = MISSING

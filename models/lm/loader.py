@@ -142,3 +142,14 @@ def load_causal_lm(model_cfg, compute, cache_dir: Path, task=None):
 
         return load_or_train_tiny_lm(model_cfg, task, Path(cache_dir), compute)
     raise UserError(f"model={model_cfg.name} is not a language model (source '{source}')")
+
+
+def load_with_shared_tokenizer(first_cfg, second_cfg, compute, cache_dir: Path):
+    """Two models by name that must share a tokenizer (a distillation teacher and student):
+    ``(first, tokenizer, second)``, or one line naming both when their vocabularies differ."""
+    first, tokenizer = load_causal_lm(first_cfg, compute, cache_dir)
+    second, second_tokenizer = load_causal_lm(second_cfg, compute, cache_dir)
+    if tokenizer.get_vocab() != second_tokenizer.get_vocab():
+        raise UserError(f"{first_cfg.name} and {second_cfg.name} have different tokenizers; "
+                        "distillation needs a shared vocabulary")
+    return first, tokenizer, second

@@ -1,0 +1,33 @@
+"""Every paper's smoke run (tests/smoke.py): it writes the paper's primary metrics, and a
+second run from another empty cache (viptc with one worker process instead of two) writes the
+same metrics.json, timings aside."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.report.build import paper_info
+
+from .conftest import run_paper
+from .smoke import SMOKE
+
+
+def _untimed(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not k.startswith(("time_", "seconds_"))}
+
+
+@pytest.mark.parametrize("key", sorted(SMOKE))
+def test_smoke_run_writes_the_primary_metrics(key, smoke_run):
+    metrics, run_dir = smoke_run(key)
+    missing = [m for m in paper_info(key)["primary_metrics"] if m not in metrics]
+    assert not missing, f"{key}: primary metrics not written: {missing}"
+    assert list((run_dir / "figures").glob("*.png"))
+
+
+@pytest.mark.parametrize("key", sorted(SMOKE))
+def test_a_second_run_from_an_empty_cache_repeats_the_metrics(key, smoke_run, tmp_path):
+    first, _ = smoke_run(key)
+    workers = ["protocol.workers=1"] if key == "viptc" else []  # the first ran with two
+    second = run_paper([*SMOKE[key], *workers, f"paths.cache_dir={tmp_path / 'cache'}"],
+                       tmp_path / "run")
+    assert _untimed(second) == _untimed(first)
