@@ -254,6 +254,25 @@ def test_training_below_the_floor_fails_with_one_line_and_caches_nothing(tmp_pat
     assert not list((tmp_path / "cache" / "tiny-lm").iterdir())
 
 
+def _check_lm_accuracy(run_dir, metrics):
+    """Every method's accuracy at the longest horizon is the share of its prompts marked
+    correct in tables/lm_prompts.csv (a miscounted or mislabelled metric fails)."""
+    import csv
+
+    with open(run_dir / "tables" / "lm_prompts.csv") as f:
+        rows = list(csv.DictReader(f))
+    longest = max(int(r["horizon"]) for r in rows)
+    at_longest = [r for r in rows if int(r["horizon"]) == longest]
+    for name in ("beam", "cfbeam", "bon", "majority"):
+        correct = [r[f"{name}_correct"] == "True" for r in at_longest]
+        assert metrics[f"lm_accuracy_{name}_longest_L"] == pytest.approx(np.mean(correct))
+
+
+def test_smoke_accuracies_are_the_share_of_correct_prompts(smoke_run):
+    metrics, run_dir = smoke_run("cfbeam")
+    _check_lm_accuracy(run_dir, metrics)
+
+
 @pytest.mark.slow
 def test_smollm2_runs_offline(run_dir):
     metrics = run_paper(["+paper=cfbeam", "model=smollm2-135m", "dataset=addition_text",
@@ -261,7 +280,7 @@ def test_smollm2_runs_offline(run_dir):
                          "dataset.max_new_tokens=12", "method.beam_width=2",
                          "method.samples_per_beam=2", "protocol.tree.coverages=[4,8]",
                          "protocol.tree.trials=10", "protocol.tree.bootstrap=10"], run_dir)
-    assert "lm_accuracy_beam_longest_L" in metrics
+    _check_lm_accuracy(run_dir, metrics)
 
 
 @pytest.mark.gpu
@@ -270,4 +289,4 @@ def test_cfbeam_on_gpu(run_dir):
         pytest.skip("no CUDA GPU")
     metrics = run_paper(["+paper=cfbeam", "device=cuda", "model.steps=50",
                          "dataset.prompts_per_horizon=3", "protocol.tree.trials=20"], run_dir)
-    assert "lm_accuracy_cfbeam_longest_L" in metrics
+    _check_lm_accuracy(run_dir, metrics)
