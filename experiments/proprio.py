@@ -53,18 +53,17 @@ from methods.proprio.score import (
     shared_perturbations,
     train_discriminator,
 )
+from methods.proprio.selection import best_of_n_curves
 
 
 def world_of(cfg) -> BallWorld:
     d = cfg.dataset
-    return BallWorld(int(d.frames), int(d.size), float(d.radius), float(d.g),
-                     float(d.restitution))
+    return BallWorld(d.frames, d.size, d.radius, d.g, d.restitution)
 
 
 def options_of(method, mask: bool | None = None) -> ScoreOptions:
-    return ScoreOptions(tuple(float(s) for s in method.sigmas), int(method.perturbations),
-                        float(method.beta), bool(method.mask if mask is None else mask),
-                        float(method.mask_threshold))
+    return ScoreOptions(tuple(method.sigmas), method.perturbations, method.beta,
+                        method.mask if mask is None else mask, method.mask_threshold)
 
 
 @register_paper("proprio")
@@ -76,20 +75,60 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name != "bouncing_balls":
         raise UserError(f"dataset={cfg.dataset.name} needs a real video generator "
                         "(model=wan2.1-t2v-1.3b)")
-    from methods.proprio.generator import VelocityNet, condition_of, sample, train_generator
+    p, world = cfg.protocol, world_of(cfg)
+    net = trained_generator(world, p.generator, ctx)
+    rng = np.random.default_rng(ctx.seed + 1)
+    opts = options_of(cfg.method)
+    shape = (world.frames, world.size, world.size)
+    scorer = SelfScorer(net, shared_perturbations(shape, opts.perturbations, ctx.seed), opts)
+    metrics, r_real, scores, disc = discrimination(world, scorer, p, rng, ctx.seed)
+    conditions = torch.as_tensor(real_clips(world, p.conditions, rng))
+    pools = sample_pools(net, world, conditions, scorer, disc,
+                         options_of(cfg.method, mask=False), p, ctx)
+    metrics |= ranking(pools)
+    curves, ns = best_of_n(pools, p.samples_per_condition)
+    metrics |= {f"physics_err_{tag}bon{m}_over_bon1": curves[name][i]
+                for name, tag in (("proprio", ""), ("discriminator", "disc_"))
+                for i, m in enumerate(ns)}
+    ctx.save_table("best_of_n", [{"n": m, **{k: v[i] for k, v in curves.items()}}
+                                 for i, m in enumerate(ns)])
+    refinement, before, after = refine_first_samples(net, world, conditions, pools, scorer, p)
+    metrics |= refinement
+    metrics |= physics_iq(world, conditions, pools, opts)
+    ctx.save_table("discrimination", [{"clips": k, "score_mean": float(v.mean()),
+                                       "auroc": metrics.get(f"auroc_{k}", np.nan)}
+                                      for k, v in {"real": r_real, **scores}.items()])
+    ctx.save_figure("proprio", figure(r_real, scores, ns, curves, before, after))
+    return metrics
 
-    p, method = cfg.protocol, cfg.method
-    world = world_of(cfg)
-    g = p.generator
+
+class SelfScorer:
+    """The frozen generator's self-score R of clips, with shared perturbations."""
+
+    def __init__(self, net, eps, opts: ScoreOptions):
+        self.net, self.eps, self.opts = net, eps, opts
+
+    def __call__(self, clips, opts: ScoreOptions | None = None) -> np.ndarray:
+        from methods.proprio.generator import condition_of
+
+        with torch.no_grad():
+            x = torch.as_tensor(clips)
+            return proprio_score(self.net, x, condition_of(x), self.eps,
+                                 opts or self.opts).numpy()
+
+
+def trained_generator(world: BallWorld, g, ctx: RunContext):
+    """The flow generator for this world and seed, trained once and cached; frozen."""
+    from methods.proprio.generator import VelocityNet, train_generator
 
     def build(folder):
-        net = train_generator(world, int(g.steps), int(g.batch), int(g.hidden), int(g.blocks),
-                              float(g.lr), ctx.seed, ctx.compute, progress=True)
+        net = train_generator(world, g.steps, g.batch, g.hidden, g.blocks, g.lr, ctx.seed,
+                              ctx.compute, progress=True)
         torch.save(net.state_dict(), folder / "generator.pt")
         return net
 
     def load(folder):
-        net = VelocityNet(world.frames, world.size, int(g.hidden), int(g.blocks))
+        net = VelocityNet(world.frames, world.size, g.hidden, g.blocks)
         net.load_state_dict(torch.load(folder / "generator.pt", weights_only=True))
         return net.eval()
 
@@ -97,29 +136,24 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                      ["methods.proprio.generator", "data.bouncing_balls"], build, load)
     for param in net.parameters():
         param.requires_grad_(False)
-    rng = np.random.default_rng(ctx.seed + 1)
-    opts, plain = options_of(method), options_of(method, mask=False)
-    shape = (world.frames, world.size, world.size)
-    eps = shared_perturbations(shape, opts.perturbations, ctx.seed)
-    metrics: dict[str, float] = {}
+    return net
 
-    def score(clips, o=opts):
-        with torch.no_grad():
-            x = torch.as_tensor(clips)
-            return proprio_score(net, x, condition_of(x), eps, o).numpy()
 
-    # discrimination: real vs corrupted clips
-    real = real_clips(world, int(p.eval_clips), rng)
-    r_real = score(real)
-    fakes = {k: corrupt(world, k, int(p.eval_clips), rng) for k in CORRUPTIONS}
-    disc = train_discriminator(real_clips(world, int(p.discriminator_clips), rng),
-                               np.concatenate([corrupt(world, k, int(p.discriminator_clips)
+def discrimination(world: BallWorld, scorer: SelfScorer, p, rng: np.random.Generator,
+                   seed: int):
+    """AUROC of R for held-out real clips against each corruption and pooled, beside a
+    learned discriminator trained on other clips of the same corruption kinds."""
+    real = real_clips(world, p.eval_clips, rng)
+    r_real = scorer(real)
+    fakes = {k: corrupt(world, k, p.eval_clips, rng) for k in CORRUPTIONS}
+    disc = train_discriminator(real_clips(world, p.discriminator_clips, rng),
+                               np.concatenate([corrupt(world, k, p.discriminator_clips
                                                        // len(CORRUPTIONS), rng)
-                                               for k in CORRUPTIONS]), 5, ctx.seed)
-    scores = {k: score(v) for k, v in fakes.items()}
+                                               for k in CORRUPTIONS]), 5, seed)
+    scores = {k: scorer(v) for k, v in fakes.items()}
     labels = np.r_[np.zeros(len(real)), np.ones(len(real) * len(CORRUPTIONS))]
-    metrics["auroc_real_vs_corrupted"] = float(roc_auc_score(
-        labels, np.concatenate([r_real, *scores.values()])))
+    metrics = {"auroc_real_vs_corrupted": float(roc_auc_score(
+        labels, np.concatenate([r_real, *scores.values()])))}
     with torch.no_grad():
         d_real = -disc(torch.as_tensor(real)).numpy()
         d_fake = [-disc(torch.as_tensor(v)).numpy() for v in fakes.values()]
@@ -129,44 +163,59 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         metrics[f"auroc_{k}"] = float(roc_auc_score(np.r_[np.zeros(len(real)),
                                                           np.ones(len(v))], np.r_[r_real, v]))
     metrics["physics_err_real"] = float(physics_error(world, real).mean())
+    return metrics, r_real, scores, disc
 
-    # samples per condition
-    conditions = torch.as_tensor(real_clips(world, int(p.conditions), rng))
-    n = int(p.samples_per_condition)
-    pools = []
+
+def sample_pools(net, world: BallWorld, conditions, scorer: SelfScorer, disc,
+                 plain: ScoreOptions, p, ctx: RunContext) -> list[dict]:
+    """N samples per condition with their physics error, R (with and without the motion
+    mask) and the discriminator's score."""
+    from methods.proprio.generator import condition_of, sample
+
+    shape = (world.frames, world.size, world.size)
+    n, pools = p.samples_per_condition, []
     for i in ctx.progress(range(len(conditions)), "conditions"):
         cond = condition_of(conditions[i:i + 1]).expand(n, -1, -1, -1)
         noise = torch.randn((n, *shape), generator=torch.Generator().manual_seed(
             ctx.seed * 100003 + i))
         with torch.no_grad():
-            clips = sample(net, cond, noise, int(p.sampler_steps), float(p.shift))
+            clips = sample(net, cond, noise, p.sampler_steps, p.shift)
             d = -disc(clips).numpy()
-        pools.append({"clips": clips, "noise": noise, "err": physics_error(world, clips.numpy()),
-                      "R": score(clips), "R_plain": score(clips, plain), "disc": d})
+        pools.append({"clips": clips, "noise": noise,
+                      "err": physics_error(world, clips.numpy()),
+                      "R": scorer(clips), "R_plain": scorer(clips, plain), "disc": d})
+    return pools
+
+
+def ranking(pools: list[dict]) -> dict[str, float]:
+    """Spearman of R (and without the mask) against physics error, pooled and within each
+    condition (the ranking best-of-N needs)."""
     errors = np.concatenate([q["err"] for q in pools])
     pooled = spearmanr(np.concatenate([q["R"] for q in pools]), errors)[0]
     pooled_plain = spearmanr(np.concatenate([q["R_plain"] for q in pools]), errors)[0]
-    metrics["spearman_score_vs_physics_err"] = float(pooled)
-    metrics["spearman_without_mask"] = float(pooled_plain)
-    metrics["mask_ablation_gain"] = float(pooled - pooled_plain)
-    metrics["spearman_within_condition"] = float(np.nanmean(
-        [spearmanr(q["R"], q["err"])[0] for q in pools]))
-    single = float(np.mean([q["err"].mean() for q in pools]))
-    metrics["physics_err_bon1"] = single
-    curve = {"proprio": [], "discriminator": [], "random": []}
-    ns = [m for m in (1, 2, 4, 8, 16) if m <= n]
-    for m in ns:
-        pick = np.mean([q["err"][np.argmin(q["R"][:m])] for q in pools])
-        disc_pick = np.mean([q["err"][np.argmin(q["disc"][:m])] for q in pools])
-        curve["proprio"].append(pick / single)
-        curve["discriminator"].append(disc_pick / single)
-        curve["random"].append(np.mean([q["err"][:m].mean() for q in pools]) / single)
-        metrics[f"physics_err_bon{m}_over_bon1"] = float(pick / single)
-        metrics[f"physics_err_disc_bon{m}_over_bon1"] = float(disc_pick / single)
-    ctx.save_table("best_of_n", [{"n": m, **{k: v[i] for k, v in curve.items()}}
-                                 for i, m in enumerate(ns)])
+    return {"spearman_score_vs_physics_err": float(pooled),
+            "spearman_without_mask": float(pooled_plain),
+            "mask_ablation_gain": float(pooled - pooled_plain),
+            "spearman_within_condition": float(np.nanmean(
+                [spearmanr(q["R"], q["err"])[0] for q in pools])),
+            "physics_err_bon1": float(np.mean([q["err"].mean() for q in pools]))}
 
-    # refinement of one sample per condition: through the sampler (noise) or on the clip
+
+def best_of_n(pools: list[dict], n: int) -> tuple[dict[str, list[float]], list[int]]:
+    """Best-of-N curves for N in 1, 2, 4, 8, 16 (up to the pool size): R, the
+    discriminator and random picks."""
+    ns = [m for m in (1, 2, 4, 8, 16) if m <= n]
+    errors = [q["err"] for q in pools]
+    curves = best_of_n_curves(errors, {"proprio": [q["R"] for q in pools],
+                                       "discriminator": [q["disc"] for q in pools]}, ns)
+    return curves, ns
+
+
+def refine_first_samples(net, world: BallWorld, conditions, pools, scorer: SelfScorer, p):
+    """Refinement of each condition's first sample: gradient steps against R through the
+    sampler's initial noise (``refine.space=noise``) or on the free frames (``clip``)."""
+    from methods.proprio.generator import condition_of, sample
+
     first = torch.stack([q["clips"][0] for q in pools])
     cond = condition_of(conditions)
     r = p.refine
@@ -176,27 +225,20 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
         start = torch.stack([q["noise"][0] for q in pools])
 
         def to_clip(z):
-            return sample(net, cond, z, int(p.sampler_steps), float(p.shift))
+            return sample(net, cond, z, p.sampler_steps, p.shift)
     else:
         kept = first[:, :cond.shape[1]]
         start = first[:, cond.shape[1]:]
 
         def to_clip(free):
             return torch.cat([kept, free], 1)
-    refined = refine(net, to_clip, start, cond, eps, opts, int(r.steps), float(r.lr),
-                     float(r.proximity))
+    refined = refine(net, to_clip, start, cond, scorer.eps, scorer.opts, r.steps, r.lr,
+                     r.proximity)
     before, after = physics_error(world, first.numpy()), physics_error(world, refined.numpy())
-    metrics["refine_physics_err_ratio"] = float(after.mean() / before.mean())
-    metrics["refine_score_ratio"] = float(score(refined.numpy()).mean()
-                                          / np.mean([q["R"][0] for q in pools]))
-
-    # Physics-IQ-style score against two physical takes of each condition's trajectory
-    metrics.update(physics_iq(world, conditions, pools, opts))
-    ctx.save_table("discrimination", [{"clips": k, "score_mean": float(v.mean()),
-                                       "auroc": metrics.get(f"auroc_{k}", np.nan)}
-                                      for k, v in {"real": r_real, **scores}.items()])
-    ctx.save_figure("proprio", figure(r_real, scores, ns, curve, before, after))
-    return metrics
+    metrics = {"refine_physics_err_ratio": float(after.mean() / before.mean()),
+               "refine_score_ratio": float(scorer(refined.numpy()).mean()
+                                           / np.mean([q["R"][0] for q in pools]))}
+    return metrics, before, after
 
 
 def physics_iq(world, conditions, pools, opts) -> dict[str, float]:

@@ -318,3 +318,17 @@ def test_wan_self_selection_on_gpu(tmp_path):
                          "protocol.video.num_inference_steps=10"], tmp_path / "run")
     assert metrics["prompts"] == 1
     _check_self_selection(tmp_path / "run", metrics)
+
+
+def test_best_of_n_picks_the_planted_lowest_score():
+    from methods.proprio.selection import best_of_n_curves, best_of_n_error
+
+    errors = [np.array([4.0, 1.0, 3.0, 2.0]), np.array([2.0, 6.0, 1.0, 5.0])]
+    scores = [np.array([0.9, 0.1, 0.5, 0.7]), np.array([0.3, 0.8, 0.2, 0.9])]
+    assert best_of_n_error(errors, scores, 1) == 3.0  # first samples: (4 + 2) / 2
+    assert best_of_n_error(errors, scores, 2) == 1.5  # picks 1.0 and 2.0
+    assert best_of_n_error(errors, scores, 4) == 1.0  # picks 1.0 and 1.0
+    curves = best_of_n_curves(errors, {"planted": scores}, [1, 4])
+    single = np.mean([e.mean() for e in errors])
+    assert curves["planted"] == pytest.approx([3.0 / single, 1.0 / single])
+    assert curves["random"] == pytest.approx([3.0 / single, 1.0])
