@@ -30,36 +30,28 @@ def _shape(concept: int, s: int) -> np.ndarray:
     c, r = s / 2, s / 2
     dx, dy = x - c, y - c
     disk = dx ** 2 + dy ** 2 <= r ** 2
-    name = CONCEPTS[concept]
-    if name == "disk":
-        return disk
-    if name == "square":
-        return np.ones((s, s), dtype=bool)
-    if name == "triangle":
-        return (y >= s - 2 * np.minimum(x, s - x)) & (y <= s)
-    if name == "h_stripes":
-        return (y // max(2, s // 6)) % 2 == 0
-    if name == "v_stripes":
-        return (x // max(2, s // 6)) % 2 == 0
-    if name == "checker":
-        k = max(2, s // 4)
-        return ((x // k) + (y // k)) % 2 == 0
-    if name == "ring":
-        return disk & (dx ** 2 + dy ** 2 >= (0.6 * r) ** 2)
-    if name == "cross":
-        return (np.abs(dx) < s / 6) | (np.abs(dy) < s / 6)
-    if name == "diamond":
-        return np.abs(dx) + np.abs(dy) <= r
-    if name == "dots":
-        k = max(3, s // 3)
-        return ((x % k - k / 2) ** 2 + (y % k - k / 2) ** 2) <= (k / 4) ** 2
-    if name == "face":
-        eyes = ((dx + r / 2.5) ** 2 + (dy + r / 3) ** 2 <= (r / 6) ** 2) | \
-            ((dx - r / 2.5) ** 2 + (dy + r / 3) ** 2 <= (r / 6) ** 2)
-        return disk & ~eyes
-    if name == "house":
-        return (y >= s / 2) | (y >= s / 2 - np.minimum(x, s - x))
-    raise ValueError(f"unknown concept {concept}")
+    stripe, check, dot = max(2, s // 6), max(2, s // 4), max(3, s // 3)
+
+    def eye(side):
+        return (dx + side * r / 2.5) ** 2 + (dy + r / 3) ** 2 <= (r / 6) ** 2
+
+    shapes = {
+        "disk": lambda: disk,
+        "square": lambda: np.ones((s, s), dtype=bool),
+        "triangle": lambda: (y >= s - 2 * np.minimum(x, s - x)) & (y <= s),
+        "h_stripes": lambda: (y // stripe) % 2 == 0,
+        "v_stripes": lambda: (x // stripe) % 2 == 0,
+        "checker": lambda: ((x // check) + (y // check)) % 2 == 0,
+        "ring": lambda: disk & (dx ** 2 + dy ** 2 >= (0.6 * r) ** 2),
+        "cross": lambda: (np.abs(dx) < s / 6) | (np.abs(dy) < s / 6),
+        "diamond": lambda: np.abs(dx) + np.abs(dy) <= r,
+        "dots": lambda: ((x % dot - dot / 2) ** 2 + (y % dot - dot / 2) ** 2) <= (dot / 4) ** 2,
+        "face": lambda: disk & ~(eye(1) | eye(-1)),
+        "house": lambda: (y >= s / 2) | (y >= s / 2 - np.minimum(x, s - x)),
+    }
+    if not 0 <= concept < len(CONCEPTS):
+        raise ValueError(f"unknown concept {concept}")
+    return shapes[CONCEPTS[concept]]()
 
 
 @dataclass

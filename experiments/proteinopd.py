@@ -9,13 +9,11 @@ front over weights, wall-clock to equal gain against RL."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError
@@ -23,17 +21,16 @@ from data import proteins
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
-from methods.proteinopd import (
-    ConsensusOPDModule,
-    DesignScore,
-    ScalarizedRLModule,
-    longest_homopolymer,
-    mean_pairwise_identity,
-    score,
-    time_to_gain,
+from methods.proteinopd import DesignScore, time_to_gain
+from methods.proteinopd.training import (
+    StudentSettings,
+    align_with_rl,
+    distill,
+    evaluate,
+    finetune,
+    top_fraction,
+    trainable_copy,
 )
-from models.lm.post_training import GRPOConfig, OPDConfig, RolloutConfig, post_train
-from models.lm.rollout import sample_rollouts, teacher_forced_logprobs
 
 # -- models -----------------------------------------------------------------------------------
 
@@ -44,29 +41,13 @@ class ProteinModels:
     alphabet: proteins.Alphabet
 
 
-def _finetune(model, sequences: list[str], steps: int, lr: float, batch_size: int,
-              max_length: int, seed: int, compute, alphabet: proteins.Alphabet):
-    from models.lm.training import Optimization, train_causal_lm
-
-    data = proteins.ProteinLMData(sequences, max_length, alphabet).dataset()
-    return train_causal_lm(model, data, Optimization(steps, batch_size, lr, 0.05, 0.01), seed,
-                           compute, progress_bar=True)
-
-
-def top_fraction(corpus: list[str], objective: str, fraction: float, min_length: int
-                 ) -> list[str]:
-    """The corpus's sequences in the top ``fraction`` by ``objective``."""
-    values = score(corpus, objective, min_length)
-    cut = np.nanquantile(values, 1 - fraction)
-    return [s for s, v in zip(corpus, values, strict=True) if v >= cut]
-
-
 def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> ProteinModels:
     """The base (``model=protein-gpt2``: trained here on the corpus; a hub protein LM such
     as ``model=protgpt2``: loaded) and one teacher per objective, finetuned on the corpus's
     top fraction; what is trained here is cached by config and code."""
     from transformers import AutoModelForCausalLM
 
+    from methods.proteinopd import training as protein_training
     from models.lm import tiny, training
     from models.lm.loader import load_causal_lm
 
@@ -78,7 +59,7 @@ def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> Protein
     else:
         hub_base, tokenizer = load_causal_lm(m, ctx.compute, ctx.cache_dir)
         alphabet = proteins.tokenizer_alphabet(tokenizer)
-    seed = int(m.seed) if local else ctx.seed
+    seed = m.seed if local else ctx.seed
     config = {"model": OmegaConf.to_container(m, resolve=True), "dataset": dict(data),
               "teachers": {"objectives": objectives, "top_fraction": p.teacher_top_fraction,
                            "steps": p.teacher_steps, "lr": p.teacher_lr}, "seed": seed}
@@ -87,17 +68,17 @@ def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> Protein
         if local:
             base = tiny.build_tiny_gpt2(m, proteins.VOCAB_SIZE, proteins.PAD, proteins.EOS,
                                         data.max_length + 2)
-            base = _finetune(base, corpus, m.steps, m.lr, m.batch_size, data.max_length,
-                             seed, ctx.compute, alphabet)
+            base = finetune(base, corpus, m.steps, m.lr, m.batch_size, data.max_length,
+                            seed, ctx.compute, alphabet)
             base.save_pretrained(folder / "base")
         else:
             base = hub_base
         teachers = {}
         for k in objectives:
             top = top_fraction(corpus, k, p.teacher_top_fraction, data.min_length)
-            teachers[k] = _finetune(copy.deepcopy(base).requires_grad_(True), top,
-                                    p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
-                                    data.max_length, seed, ctx.compute, alphabet)
+            teachers[k] = finetune(trainable_copy(base), top, p.teacher_steps, p.teacher_lr,
+                                   p.teacher_batch_size, data.max_length, seed, ctx.compute,
+                                   alphabet)
             teachers[k].save_pretrained(folder / f"teacher_{k}")
         return base, teachers
 
@@ -110,82 +91,21 @@ def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> Protein
                 {k: read(f"teacher_{k}") for k in objectives})
 
     base, teachers = ctx.cached("protein-lm", config,
-                                [__name__, tiny, training, proteins], build, load)
+                                [__name__, protein_training, tiny, training, proteins], build,
+                                load)
     return ProteinModels(base, teachers, alphabet)
 
 
-# -- evaluation -------------------------------------------------------------------------------
-
-def generate(model, count: int, max_length: int, seed: int, alphabet: proteins.Alphabet):
-    """``count`` unconditional samples (prompt ``<eos>``), exact sampling."""
-    return sample_rollouts(model, [[alphabet.eos]] * count, max_length + 1,
-                           eos_id=alphabet.eos, pad_id=alphabet.pad,
-                           generator=torch.Generator().manual_seed(seed))
-
-
-def evaluate(model, models: ProteinModels, design: DesignScore, cfg: DictConfig,
-             seed: int) -> dict:
-    data, alphabet = cfg.dataset, models.alphabet
-    rollouts = generate(model, cfg.protocol.eval_samples, data.max_length, seed, alphabet)
-    sequences = [alphabet.decode(c) for c in rollouts.completions()]
-    with torch.no_grad():
-        nll = -teacher_forced_logprobs(models.base, rollouts)
-    mask = rollouts.completion_mask.to(nll.device)
-    z = design.standardized(sequences)
-    finished = [alphabet.eos in c for c in rollouts.completions()]
-    scores = design(sequences, finished)
-    out = {"design": float(scores.mean()),
-           "nll_under_base": float((nll * mask).sum() / mask.sum()),
-           "valid": float(np.mean(scores != design.invalid)),
-           "length": float(np.mean([len(s) for s in sequences])),
-           "homopolymer": float(np.mean([longest_homopolymer(s) for s in sequences if s]
-                                        or [0])),
-           "unique": len(set(sequences)) / len(sequences),
-           "identity": mean_pairwise_identity(sequences, 200, np.random.default_rng(seed))}
-    for k, row in zip(design.objectives, z, strict=True):
-        out[f"z_{k}"] = float(np.nanmean(row))
-    return out
+def corpus_of(data) -> list[str]:
+    """The synthetic protein-like corpus, or a FASTA file's sequences (cut to max_length)."""
+    if data.name == "synthetic_proteins":
+        return proteins.synthetic_corpus(data.sequences, np.random.default_rng(data.seed),
+                                         data.families, data.min_length, data.max_length,
+                                         data.concentration)
+    return [s[: data.max_length] for s in proteins.read_fasta(data.path)]
 
 
-# -- training variants ------------------------------------------------------------------------
-
-def _trainable_copy(model):
-    return copy.deepcopy(model).requires_grad_(True)
-
-
-def _prompts(count: int, alphabet: proteins.Alphabet):
-    def prompts(step, generator):
-        return [proteins.ProteinPrompt([alphabet.eos]) for _ in range(count)]
-
-    return prompts
-
-
-def distill(models: ProteinModels, teachers: list, weights: list[float], design_reward,
-            cfg: DictConfig, ctx: RunContext, mixture: str = "geometric"
-            ) -> ConsensusOPDModule:
-    method, alphabet = cfg.method, models.alphabet
-    module = ConsensusOPDModule(
-        _trainable_copy(models.base), _prompts(method.sequences_per_step, alphabet), teachers,
-        RolloutConfig(method.sequences_per_step, 1, cfg.dataset.max_length + 1,
-                      eos_id=alphabet.eos, pad_id=alphabet.pad, lr=method.lr),
-        OPDConfig(objective=method.objective, beta=method.jsd_beta), weights, design_reward,
-        mixture, method.weighting, [method.teacher_temperature] * len(teachers),
-        seed=ctx.seed)
-    return post_train(module, cfg.protocol.opd_steps, ctx.compute)
-
-
-def align_with_rl(models: ProteinModels, design_reward, cfg: DictConfig, ctx: RunContext
-                  ) -> ScalarizedRLModule:
-    p, alphabet = cfg.protocol, models.alphabet
-    groups = max(1, cfg.method.sequences_per_step // p.rl_group_size)
-    module = ScalarizedRLModule(
-        _trainable_copy(models.base), _prompts(groups, alphabet),
-        RolloutConfig(groups, p.rl_group_size, cfg.dataset.max_length + 1,
-                      eos_id=alphabet.eos, pad_id=alphabet.pad, lr=p.rl_lr),
-        GRPOConfig(loss_type="dapo", beta=p.rl_kl_beta), design_reward,
-        reference=models.base, seed=ctx.seed)
-    return post_train(module, p.rl_steps, ctx.compute)
-
+# -- the comparison ---------------------------------------------------------------------------
 
 @register_paper("proteinopd")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
@@ -194,69 +114,101 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     if len(method.weights) != len(objectives):
         raise UserError(f"method.weights has {len(method.weights)} entries for "
                         f"{len(objectives)} objectives (protocol.objectives)")
-    corpus = (proteins.synthetic_corpus(data.sequences, np.random.default_rng(data.seed),
-                                        data.families, data.min_length, data.max_length,
-                                        data.concentration)
-              if data.name == "synthetic_proteins" else
-              [s[: data.max_length] for s in proteins.read_fasta(data.path)])
+    corpus = corpus_of(data)
     models = build_models(cfg, ctx, corpus)
-    base, teachers, alphabet = models.base, models.teachers, models.alphabet
-    teacher_list = [teachers[k] for k in objectives]
-    for model in (base, *teacher_list):
+    for model in (models.base, *models.teachers.values()):
         model.requires_grad_(False)
-    weights = [float(w) for w in method.weights]
+    weights = list(method.weights)
     design = DesignScore(objectives, weights, corpus, data.min_length, p.invalid_score)
-
-    def design_reward(completions) -> float:
-        return float(design([alphabet.decode(c) for c in completions],
-                            [alphabet.eos in c for c in completions]).mean())
-
-    distilled = {}
-
-    def student(w: list[float], mixture: str = "geometric"):
-        """(module, evaluation) of the student distilled with teacher weights ``w``."""
-        key = (tuple(w), mixture)
-        if key not in distilled:
-            module = distill(models, teacher_list, list(w), design_reward, cfg, ctx, mixture)
-            distilled[key] = (module, evaluate(module.policy, models, design, cfg, ctx.seed))
-        return distilled[key]
-
-    results = {"base": evaluate(base, models, design, cfg, ctx.seed)}
-    for k in objectives:
-        results[f"teacher_{k}"] = evaluate(teachers[k], models, design, cfg, ctx.seed)
-    opd, results["opd"] = student(weights)
-    rl = align_with_rl(models, design_reward, cfg, ctx)
-    results["rl"] = evaluate(rl.policy, models, design, cfg, ctx.seed)
-    results["arithmetic"] = student(weights, "arithmetic")[1]
-    one_hot = [float(i == int(np.argmax(weights))) for i in range(len(weights))]
-    results["single"] = student(one_hot)[1]
-    sequential = _trainable_copy(base)
-    for k in objectives:
-        sequential = _finetune(sequential, top_fraction(corpus, k, p.teacher_top_fraction,
-                                                        data.min_length),
-                               p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
-                               data.max_length, ctx.seed, ctx.compute, alphabet)
-    results["sequential"] = evaluate(sequential, models, design, cfg, ctx.seed)
-
-    front = []
-    if len(objectives) == 2:
-        for w in ctx.progress(list(p.pareto_weights), "Pareto front"):
-            front.append({"w1": float(w), **student([float(w), 1 - float(w)])[1]})
+    comparison = Comparison(cfg, ctx, models, design, corpus)
+    results, opd, rl = comparison.variants(weights)
+    front = comparison.pareto_front() if len(objectives) == 2 else []
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
     ctx.save_table("pareto", front)
     timing = time_to_gain(opd.curve, rl.curve, results["base"]["design"], p.gain_fraction)
     ctx.save_figure("proteinopd", _figure(results, front, opd.curve, rl.curve, objectives,
                                           timing))
+    return metrics_of(results, timing)
+
+
+class Comparison:
+    """The base, the teachers, the distilled students (cached by weights and mixture), the
+    RL baseline and sequential finetuning, each evaluated alike."""
+
+    def __init__(self, cfg: DictConfig, ctx: RunContext, models: ProteinModels,
+                 design: DesignScore, corpus: list[str]):
+        self.cfg, self.ctx, self.models, self.design = cfg, ctx, models, design
+        self.corpus = corpus
+        self.objectives = list(cfg.protocol.objectives)
+        self.teachers = [models.teachers[k] for k in self.objectives]
+        self.students: dict = {}
+        m = cfg.method
+        self.settings = StudentSettings(m.sequences_per_step, m.lr, m.objective, m.jsd_beta,
+                                        m.weighting, m.teacher_temperature,
+                                        cfg.protocol.opd_steps)
+
+    def design_reward(self, completions) -> float:
+        alphabet = self.models.alphabet
+        return float(self.design([alphabet.decode(c) for c in completions],
+                                 [alphabet.eos in c for c in completions]).mean())
+
+    def evaluate(self, model) -> dict:
+        data = self.cfg.dataset
+        return evaluate(model, self.models.base, self.design, self.models.alphabet,
+                        self.cfg.protocol.eval_samples, data.max_length, self.ctx.seed)
+
+    def student(self, weights: list[float], mixture: str = "geometric"):
+        """(module, evaluation) of the student distilled with teacher ``weights``."""
+        key = (tuple(weights), mixture)
+        if key not in self.students:
+            module = distill(self.models.base, self.teachers, list(weights),
+                             self.design_reward, self.settings, self.models.alphabet,
+                             self.cfg.dataset.max_length, self.ctx.seed, self.ctx.compute,
+                             mixture)
+            self.students[key] = (module, self.evaluate(module.policy))
+        return self.students[key]
+
+    def variants(self, weights: list[float]):
+        p, data, models, ctx = self.cfg.protocol, self.cfg.dataset, self.models, self.ctx
+        results = {"base": self.evaluate(models.base)}
+        for k in self.objectives:
+            results[f"teacher_{k}"] = self.evaluate(models.teachers[k])
+        opd, results["opd"] = self.student(weights)
+        rl = align_with_rl(models.base, self.design_reward, self.cfg.method.sequences_per_step,
+                           p.rl_group_size, p.rl_lr, p.rl_kl_beta, p.rl_steps,
+                           models.alphabet, data.max_length, ctx.seed, ctx.compute)
+        results["rl"] = self.evaluate(rl.policy)
+        results["arithmetic"] = self.student(weights, "arithmetic")[1]
+        one_hot = [float(i == int(np.argmax(weights))) for i in range(len(weights))]
+        results["single"] = self.student(one_hot)[1]
+        sequential = trainable_copy(models.base)
+        for k in self.objectives:
+            sequential = finetune(sequential, top_fraction(self.corpus, k,
+                                                           p.teacher_top_fraction,
+                                                           data.min_length),
+                                  p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
+                                  data.max_length, ctx.seed, ctx.compute, models.alphabet)
+        results["sequential"] = self.evaluate(sequential)
+        return results, opd, rl
+
+    def pareto_front(self) -> list[dict]:
+        return [{"w1": w, **self.student([w, 1 - w])[1]}
+                for w in self.ctx.progress(list(self.cfg.protocol.pareto_weights),
+                                           "Pareto front")]
+
+
+def metrics_of(results: dict, timing: dict) -> dict[str, float]:
     metrics = {"time_speedup_opd_vs_rl": timing["speedup"],
                "rl_reached_target": float(timing["rl_reached"]),
                "seconds_to_target_opd": timing["opd_seconds"],
                "seconds_to_target_rl": timing["rl_seconds"]}
+    base = results["base"]
     for name, values in results.items():
         if name == "base":
             continue
-        metrics[f"property_gain_{name}"] = values["design"] - results["base"]["design"]
+        metrics[f"property_gain_{name}"] = values["design"] - base["design"]
         metrics[f"designability_nll_{name}_minus_base"] = (values["nll_under_base"]
-                                                           - results["base"]["nll_under_base"])
+                                                           - base["nll_under_base"])
         for key in ("valid", "homopolymer", "unique", "identity"):
             metrics[f"{key}_{name}"] = values[key]
     return metrics

@@ -99,14 +99,8 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     try:
         return _run(cfg, job)
     except (Interrupted, KeyboardInterrupt) as err:
-        if isinstance(err, KeyboardInterrupt):
-            err = Interrupted(signal.SIGINT)
-        _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
-        print(f"interrupted ({err}); rerun the same command to resume", file=sys.stderr)
-        if _watching_parent:  # a launcher's worker: end the process, not only this job
-            sys.stderr.flush()
-            os._exit(err.exit_code)
-        sys.exit(err.exit_code)
+        _stop_interrupted(err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT),
+                          cfg, hydra_cfg, output_dir, multirun)
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
         if isinstance(err, OSError) and err.errno == errno.ENOSPC:
             err = UserError(f"no space left on the device while writing {err.filename or ''}; "
@@ -117,11 +111,28 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
             return None
         if full_errors:
             raise
-        if isinstance(err, UserError):
-            print(f"error: {err}", file=sys.stderr)
-        else:
-            traceback.print_exc()
-        sys.exit(EXIT_FAILED)
+        _report_failure(err)
+    return None
+
+
+def _stop_interrupted(err: Interrupted, cfg: DictConfig, hydra_cfg: Any, output_dir: Path,
+                      multirun: bool) -> None:
+    """failed.json and one line; a launcher's worker process ends entirely."""
+    _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+    print(f"interrupted ({err}); rerun the same command to resume", file=sys.stderr)
+    if _watching_parent:
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+    sys.exit(err.exit_code)
+
+
+def _report_failure(err: BaseException) -> None:
+    """One line for a user error, the traceback for a bug; exit code 2."""
+    if isinstance(err, UserError):
+        print(f"error: {err}", file=sys.stderr)
+    else:
+        traceback.print_exception(err)
+    sys.exit(EXIT_FAILED)
 
 
 def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
