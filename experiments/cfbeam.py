@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from data.lm_tasks import lm_prompts, training_task
 from experiments.helpers.figures import subplots
-from experiments.helpers.fits import fit_loglog_slope, fit_semilog_slope
+from experiments.helpers.fits import fit_semilog_slope, min_budget_slope
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.cfbeam import (
@@ -33,6 +33,7 @@ from methods.cfbeam import (
     hard_instance,
     majority_vote,
 )
+from methods.cfbeam.search import square_beam
 from methods.cfbeam.tree import Arm, bon_success_budget, survival_frontier
 
 LABELS = {"vanilla": "LL-beam", "cfbeam": "CF-Beam (frequency filter)",
@@ -48,9 +49,9 @@ def _beam_settings(method) -> dict:
         return {"B": method.beam_width, "N": method.samples_per_beam,
                 "filt": method.filter.name, "tau": method.tau, "rank": method.rank.name,
                 "alpha": method.bomaj_alpha}
-    width = max(1, int(round(np.sqrt(method.n))))
-    return {"B": width, "N": max(1, method.n // width), "filt": "freq", "tau": 0.25,
-            "rank": "global_ll", "alpha": method.alpha}
+    width, per_beam = square_beam(method.n)
+    return {"B": width, "N": per_beam, "filt": "freq", "tau": 0.25, "rank": "global_ll",
+            "alpha": method.alpha}
 
 
 def tree_arms(tree) -> dict[str, Arm]:
@@ -58,17 +59,6 @@ def tree_arms(tree) -> dict[str, Arm]:
     return {"vanilla": Arm("vanilla"),
             "cfbeam": Arm("cfbeam", filt=tree.filter.name, tau=tree.tau, rank=tree.rank.name),
             "cfbeam_adaptive": Arm("cfbeam_adaptive", adaptive=adaptive)}
-
-
-def slope_with_bootstrap(coverages, frontiers, target, rng, n_boot) -> tuple[float, ...]:
-    """Log-log slope of the minimum budget against C over the coverages reached, and a
-    95% bootstrap interval (trials resampled at every grid point)."""
-    point = fit_loglog_slope(coverages, [f.min_budget(target) for f in frontiers])
-    boot = np.array([fit_loglog_slope(coverages, [f.min_budget(target, rng) for f in frontiers])
-                     for _ in range(n_boot)])
-    boot = boot[np.isfinite(boot)]
-    low, high = np.quantile(boot, [0.025, 0.975]) if boot.size else (np.nan, np.nan)
-    return point, float(low), float(high)
 
 
 def tree_experiment(cfg, ctx) -> tuple[dict, dict]:
@@ -92,7 +82,7 @@ def tree_experiment(cfg, ctx) -> tuple[dict, dict]:
                              "grid_points": len(frontier.points)})
             budgets = [f.min_budget(tree.survival) for f in frontiers]
             curves[(instance, name)] = budgets
-            slope, low, high = slope_with_bootstrap(tree.coverages, frontiers, tree.survival,
+            slope, low, high = min_budget_slope(tree.coverages, frontiers, tree.survival,
                                                     ctx.rng, tree.bootstrap)
             key = {("hard", "vanilla"): "vanilla", ("hard", "cfbeam"): "cfbeam",
                    ("hard", "cfbeam_adaptive"): "cfbeam_adaptive",

@@ -23,18 +23,14 @@ from methods.directsynth import (
     GrammarProposer,
     LanguageModelProposer,
     Limits,
-    check_direct,
     check_sandbox,
-    gbfs,
+    evaluate_on_test,
     ground,
-    hill_climb,
     http_generator,
-    perfect_heuristic,
+    perfect_is_direct,
     run_hostile_suite,
-    run_over_tasks,
     sample_and_select,
     synthesize_direct,
-    table_heuristic,
     transformers_generator,
 )
 
@@ -67,44 +63,6 @@ def text_generator(cfg: DictConfig, ctx: RunContext):
         return transformers_generator(model.eval(), tokenizer, method.max_new_tokens,
                                       method.temperature, ctx.compute.device)
     raise UserError(f"unknown method.proposer '{method.proposer}' (grammar, model, endpoint)")
-
-
-def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int) -> list[dict]:
-    """Directness verdict, hill climbing and GBFS of one program on each test task."""
-    rows = []
-
-    def step(task, h) -> bool:
-        direct = check_direct(task, h, limits.max_states)
-        climb = hill_climb(task, h, max_steps)
-        search = gbfs(task, h, limits.max_expansions)
-        rows.append({"task": task.name, "verdict": direct.verdict,
-                     "hill_climb_solved": climb.solved,
-                     "hill_climb_plan": len(climb.plan) if climb.solved else None,
-                     "gbfs_solved": search.solved})
-        return False
-
-    error, _ = run_over_tasks(program, tasks, limits, step)
-    if error:
-        done = {r["task"] for r in rows}
-        rows += [{"task": t.name, "verdict": f"error: {error}", "hill_climb_solved": False,
-                  "hill_climb_plan": None, "gbfs_solved": False}
-                 for t in tasks if t.name not in done]
-    return rows
-
-
-def perfect_is_direct(tasks, max_states: int, max_steps: int, rng: random.Random) -> list[dict]:
-    """h* on the test tasks whose reachable space has at most ``max_states`` states: direct,
-    and randomized improving hill climbing follows an optimal plan."""
-    rows = []
-    for task in tasks:
-        values = perfect_heuristic(task, max_states)
-        if values is None or values[task.init] == float("inf"):
-            continue
-        h = table_heuristic(values)
-        climb = hill_climb(task, h, max_steps, rng)
-        rows.append({"task": task.name, "direct": check_direct(task, h, max_states).direct,
-                     "optimal_climb": climb.solved and len(climb.plan) == values[task.init]})
-    return rows
 
 
 def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:

@@ -48,3 +48,16 @@ def bootstrap_slope_interval(x, samples: list[np.ndarray], statistic, rng: np.ra
         return point, float("nan"), float("nan")
     low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return point, float(low), float(high)
+
+
+def min_budget_slope(coverages, frontiers, target: float, rng: np.random.Generator,
+                     n_boot: int) -> tuple[float, float, float]:
+    """Log-log slope of the minimum budget against the coverage C over the coverages
+    reached, and a 95% bootstrap interval (trials resampled at every grid point).
+    ``frontiers[i].min_budget(target, rng=None)`` is the budget at ``coverages[i]``."""
+    point = fit_loglog_slope(coverages, [f.min_budget(target) for f in frontiers])
+    boot = np.array([fit_loglog_slope(coverages, [f.min_budget(target, rng) for f in frontiers])
+                     for _ in range(n_boot)])
+    boot = boot[np.isfinite(boot)]
+    low, high = np.quantile(boot, [0.025, 0.975]) if boot.size else (np.nan, np.nan)
+    return point, float(low), float(high)

@@ -276,3 +276,10 @@ def bon_min_samples(coverage_c: float, steps: int, success: float) -> float:
     the smallest N reaching ``success``."""
     p = float(coverage_c) ** -steps
     return float(np.ceil(np.log(1 - success) / np.log1p(-p)))
+
+
+def square_beam(n: int) -> tuple[int, int]:
+    """A per-step budget of ``n`` samples as a beam: width round(sqrt(n)), n // width
+    samples per beam (how the sampling-only methods' budget maps onto beam search)."""
+    width = max(1, int(round(np.sqrt(n))))
+    return width, max(1, n // width)

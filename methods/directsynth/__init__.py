@@ -4,6 +4,7 @@ check with first-counterexample extraction, a counterexample-guided repair loop 
 sample-and-select baseline over one proposer interface (grammar synthesizer, transformers
 model, OpenAI-compatible endpoint), and a sandbox for the generated programs."""
 
+from methods.directsynth.evaluation import evaluate_on_test, perfect_is_direct
 from methods.directsynth.hostile import HOSTILE, run_hostile_suite
 from methods.directsynth.isolation import check_sandbox
 from methods.directsynth.proposers import (
@@ -35,10 +36,10 @@ from methods.directsynth.synthesis import (
 )
 
 __all__ = [
-    "GOAL_COUNT", "HOSTILE", "Counterexample", "GrammarProposer", "LanguageModelProposer",
+    "Counterexample", "GOAL_COUNT", "GrammarProposer", "HOSTILE", "LanguageModelProposer",
     "Limits", "ProgramError", "SandboxedHeuristic", "Task", "check_direct", "check_program",
-    "check_sandbox", "extract_program", "format_counterexample", "gbfs", "ground", "hill_climb",
-    "http_generator", "perfect_heuristic", "read_plan", "run_hostile_suite", "run_over_tasks",
-    "sample_and_select", "state_space", "synthesize_direct", "table_heuristic",
-    "transformers_generator", "validate_plan",
+    "check_sandbox", "evaluate_on_test", "extract_program", "format_counterexample", "gbfs",
+    "ground", "hill_climb", "http_generator", "perfect_heuristic", "perfect_is_direct",
+    "read_plan", "run_hostile_suite", "run_over_tasks", "sample_and_select", "state_space",
+    "synthesize_direct", "table_heuristic", "transformers_generator", "validate_plan",
 ]

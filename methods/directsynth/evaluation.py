@@ -1,0 +1,54 @@
+"""A synthesized program on held-out test tasks: proven directness, hill climbing without
+search and GBFS (one sandboxed worker over all tasks), and the check that h* itself is
+direct where the state space is small enough to enumerate."""
+
+from __future__ import annotations
+
+import random
+
+from methods.directsynth.search import (
+    check_direct,
+    gbfs,
+    hill_climb,
+    perfect_heuristic,
+    table_heuristic,
+)
+from methods.directsynth.synthesis import Limits, run_over_tasks
+
+
+def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int) -> list[dict]:
+    """Directness verdict, hill climbing and GBFS of one program on each test task."""
+    rows = []
+
+    def step(task, h) -> bool:
+        direct = check_direct(task, h, limits.max_states)
+        climb = hill_climb(task, h, max_steps)
+        search = gbfs(task, h, limits.max_expansions)
+        rows.append({"task": task.name, "verdict": direct.verdict,
+                     "hill_climb_solved": climb.solved,
+                     "hill_climb_plan": len(climb.plan) if climb.solved else None,
+                     "gbfs_solved": search.solved})
+        return False
+
+    error, _ = run_over_tasks(program, tasks, limits, step)
+    if error:
+        done = {r["task"] for r in rows}
+        rows += [{"task": t.name, "verdict": f"error: {error}", "hill_climb_solved": False,
+                  "hill_climb_plan": None, "gbfs_solved": False}
+                 for t in tasks if t.name not in done]
+    return rows
+
+
+def perfect_is_direct(tasks, max_states: int, max_steps: int, rng: random.Random) -> list[dict]:
+    """h* on the test tasks whose reachable space has at most ``max_states`` states: direct,
+    and randomized improving hill climbing follows an optimal plan."""
+    rows = []
+    for task in tasks:
+        values = perfect_heuristic(task, max_states)
+        if values is None or values[task.init] == float("inf"):
+            continue
+        h = table_heuristic(values)
+        climb = hill_climb(task, h, max_steps, rng)
+        rows.append({"task": task.name, "direct": check_direct(task, h, max_states).direct,
+                     "optimal_climb": climb.solved and len(climb.plan) == values[task.init]})
+    return rows
