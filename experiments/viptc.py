@@ -14,16 +14,9 @@ from experiments.helpers.figures import subplots
 from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
-from methods.viptc.lifelong import (
-    Arm,
-    LossOptions,
-    NetSpec,
-    forgetting,
-    image_shaped_tensors,
-    paired_drops,
-    pretrain,
-    run_stream,
-)
+from methods.viptc.lifelong import Arm, LossOptions, pretrain, run_stream
+from methods.viptc.networks import NetSpec
+from methods.viptc.stream_stats import forgetting, image_shaped_tensors, paired_drops
 
 LABELS = {"finetune": "finetune", "joint": "joint (upper bound)", "feature_kd": "feature KD",
           "cka_kd": "CKA KD", "sptc": "S-PTC", "cmptc": "CM-PTC", "both": "S-PTC + CM-PTC"}

@@ -145,7 +145,9 @@ def test_synthetic_modalities_differ_in_class_structure():
 
 
 def test_stream_keeps_only_prototypes_and_weights():
-    from methods.viptc.lifelong import Arm, LossOptions, NetSpec, image_shaped_tensors, run_stream
+    from methods.viptc.lifelong import Arm, LossOptions, run_stream
+    from methods.viptc.networks import NetSpec
+    from methods.viptc.stream_stats import image_shaped_tensors
 
     tasks = synthetic_stream(2, 6, 4, 4, 16, 8, 0.05, np.random.default_rng(0))
     results, state = run_stream(tasks, Arm("both", sptc=1.0, cmptc=1.0), LossOptions(), 1,
@@ -160,7 +162,8 @@ def test_pretraining_is_its_own_domain_and_a_deterministic_start():
     from omegaconf import OmegaConf
 
     from data.reid_stream import reid_pretraining, reid_stream
-    from methods.viptc.lifelong import NetSpec, pretrain
+    from methods.viptc.lifelong import pretrain
+    from methods.viptc.networks import NetSpec
 
     cfg = OmegaConf.create({"name": "synthetic", "tasks": 2, "train_ids": 6, "test_ids": 4,
                             "images_per_id": 4, "height": 16, "width": 8, "noise": 0.05,
@@ -205,7 +208,9 @@ def test_hub_backbones_from_local_folders_train_without_storing_images(tmp_path)
     the backbone's feature size."""
     from transformers import ResNetConfig, ResNetModel, ViTConfig, ViTModel
 
-    from methods.viptc.lifelong import Arm, LossOptions, NetSpec, image_shaped_tensors, run_stream
+    from methods.viptc.lifelong import Arm, LossOptions, run_stream
+    from methods.viptc.networks import NetSpec
+    from methods.viptc.stream_stats import image_shaped_tensors
 
     torch.manual_seed(0)
     vit = ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=24, num_hidden_layers=1,
@@ -323,7 +328,7 @@ def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
 
 
 def test_paired_drops_against_finetune_by_hand():
-    from methods.viptc.lifelong import paired_drops
+    from methods.viptc.stream_stats import paired_drops
 
     rows = [{"arm": "finetune", "seed": 0, "forgetting": 0.3},
             {"arm": "finetune", "seed": 1, "forgetting": 0.1},

@@ -11,14 +11,12 @@ training identities per modality are appended to the prototype bank (no images a
 from __future__ import annotations
 
 import copy
-import inspect
 from dataclasses import dataclass, field
 
 import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from common.errors import UserError
 from data.reid_stream import IR, RGB, ReidSplit, ReidTask
@@ -34,6 +32,7 @@ from methods.viptc.losses import (
     sptc_loss,
     topology,
 )
+from methods.viptc.networks import NetSpec, ReidNet, extract
 from methods.viptc.retrieval import evaluate_retrieval
 from models.trainer import Compute, make_trainer
 
@@ -65,80 +64,6 @@ class LossOptions:
                 raise UserError(f"unknown method.{name} '{getattr(self, name)}' "
                                 f"({', '.join(allowed)})")
 
-
-def small_cnn(width: int = 32, dim: int = 128) -> nn.Sequential:
-    """Four conv-BN-ReLU blocks and global average pooling: (n, 3, H, W) -> (n, dim)."""
-
-    def block(cin, cout, stride):
-        return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                nn.ReLU(inplace=True)]
-
-    return nn.Sequential(*block(3, width, 1), *block(width, 2 * width, 2),
-                         *block(2 * width, 2 * width, 1), *block(2 * width, dim, 2),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten())
-
-
-class HubBackbone(nn.Module):
-    """A pretrained vision model by hub id or local folder, loaded with transformers'
-    AutoModel (e.g. google/vit-base-patch16-224-in21k, the ViT family CKDA builds on, or
-    microsoft/resnet-50, AGW's backbone): the class token of a transformer's last hidden
-    state, or the global average of a CNN's last feature map. A transformer that can
-    interpolate its position embeddings takes the ReID image size (e.g. 256 x 128) as is."""
-
-    def __init__(self, hub_id: str):
-        super().__init__()
-        from transformers import AutoModel
-
-        from models.lm.loader import load_by_name
-
-        self.model = load_by_name(
-            hub_id, lambda local: AutoModel.from_pretrained(hub_id, local_files_only=local),
-            kind="backbone", setting="method.backbone").train()  # from_pretrained: eval mode
-        config = self.model.config
-        self.dim = getattr(config, "hidden_size", None) or config.hidden_sizes[-1]
-        self.interpolate = ("interpolate_pos_encoding"
-                            in inspect.signature(self.model.forward).parameters)
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        extra = {"interpolate_pos_encoding": True} if self.interpolate else {}
-        hidden = self.model(pixel_values=images, **extra).last_hidden_state
-        return hidden.mean((2, 3)) if hidden.dim() == 4 else hidden[:, 0]
-
-
-class ReidNet(nn.Module):
-    """A backbone, a BN-neck (the retrieval features) and one identity head per task."""
-
-    def __init__(self, backbone: nn.Module, dim: int):
-        super().__init__()
-        self.backbone = backbone
-        self.neck = nn.BatchNorm1d(dim)
-        self.heads = nn.ModuleList()
-        self.dim = dim
-
-    def add_head(self, classes: int):
-        self.heads.append(nn.Linear(self.dim, classes, bias=False))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Retrieval features (after the BN-neck)."""
-        return self.neck(self.backbone(x))
-
-
-@dataclass(frozen=True)
-class NetSpec:
-    """``small_cnn`` (``width`` channels, ``dim`` features) or a pretrained vision model by
-    hub id or local folder (its own feature size)."""
-
-    backbone: str = "small_cnn"
-    width: int = 32
-    dim: int = 128
-
-    def build(self) -> ReidNet:
-        if self.backbone == "small_cnn":
-            return ReidNet(small_cnn(self.width, self.dim), self.dim)
-        hub = HubBackbone(self.backbone)
-        return ReidNet(hub, hub.dim)
-
-
 @dataclass
 class PrototypeBank:
     """Class means per modality of the training identities of finished stages."""
@@ -162,18 +87,6 @@ class PrototypeBank:
         if not self.prototypes:
             return None
         return torch.cat(self.prototypes[0::2]), torch.cat(self.prototypes[1::2])
-
-
-def extract(net: ReidNet, images: torch.Tensor, batch: int = 256) -> torch.Tensor:
-    was_training = net.training
-    net.eval()
-    device = next(net.parameters()).device
-    with torch.no_grad():
-        out = torch.cat([net(images[i:i + batch].to(device)).cpu()
-                         for i in range(0, len(images), batch)])
-    net.train(was_training)
-    return out
-
 
 def pk_batches(split: ReidSplit, ids_per_batch: int, per_modality: int,
                rng: np.random.Generator) -> list[np.ndarray]:
@@ -349,39 +262,3 @@ def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: in
         results.append(evaluate(net, tasks[:stage + 1]))
     state = {"prototypes": bank.matrix, "model": net.state_dict()}
     return results, state
-
-
-def forgetting(matrix: list[list[float]]) -> float:
-    """Mean over all but the last task of (best mAP before the last stage - final mAP)."""
-    final = matrix[-1]
-    drops = [max(matrix[s][t] for s in range(t, len(matrix) - 1)) - final[t]
-             for t in range(len(matrix) - 1)]
-    return float(np.mean(drops)) if drops else 0.0
-
-
-def image_shaped_tensors(state, height: int, width: int) -> int:
-    """Tensors in a saved state whose last two dimensions are an image's (H, W)."""
-    found = 0
-    for value in state.values():
-        tensors = value.values() if isinstance(value, dict) else [value]
-        for t in tensors:
-            if isinstance(t, torch.Tensor) and t.dim() >= 2 and tuple(t.shape[-2:]) == (
-                    height, width):
-                found += 1
-    return found
-
-
-def paired_drops(rows: list[dict], key: str) -> dict[str, float]:
-    """Each arm's drop in ``key`` below finetune's on the same stream (seed), averaged over
-    the streams, with its standard error (the streams differ far more than the arms)."""
-    finetune = {r["seed"]: r[key] for r in rows if r["arm"] == "finetune"}
-    out = {}
-    for arm in dict.fromkeys(r["arm"] for r in rows if r["arm"] != "finetune"):
-        drops = np.array([finetune[r["seed"]] - r[key] for r in rows
-                          if r["arm"] == arm and r["seed"] in finetune])
-        if len(drops):
-            out[f"{key}_drop_vs_finetune_{arm}"] = float(drops.mean())
-            if len(drops) > 1:
-                out[f"{key}_drop_vs_finetune_se_{arm}"] = float(
-                    drops.std(ddof=1) / np.sqrt(len(drops)))
-    return out
