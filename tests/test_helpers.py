@@ -124,3 +124,15 @@ def test_map_jobs_in_worker_processes_equals_the_sequential_map():
     assert map_jobs(operator.mul, jobs, workers=2, progress=progress) == expected
     assert map_jobs(operator.mul, jobs, workers=1) == expected
     assert totals == [5]
+
+
+def test_map_jobs_in_a_launchers_worker_runs_in_turn(monkeypatch):
+    """A joblib sweep's worker cannot spawn a pool of its own (the child cannot rebuild the
+    launcher's start method): the jobs run in the worker, one after another."""
+    import multiprocessing
+    import os
+
+    from experiments.helpers.parallel import map_jobs
+
+    monkeypatch.setattr(multiprocessing.current_process(), "name", "LokyProcess-1")
+    assert map_jobs(os.getpid().__add__, [(0,), (0,)], workers=2) == [os.getpid()] * 2
