@@ -135,4 +135,4 @@ def test_map_jobs_in_a_launchers_worker_runs_in_turn(monkeypatch):
     from experiments.helpers.parallel import map_jobs
 
     monkeypatch.setattr(multiprocessing.current_process(), "name", "LokyProcess-1")
-    assert map_jobs(os.getpid().__add__, [(0,), (0,)], workers=2) == [os.getpid()] * 2
+    assert map_jobs(lambda _: os.getpid(), [(0,), (1,)], workers=2) == [os.getpid()] * 2
