@@ -38,31 +38,29 @@ from methods.directsynth import (
 def make_proposer(cfg: DictConfig, ctx: RunContext, domain, first_task, generator):
     """One proposer per domain and loop; the same kind and seed for ours and the baseline."""
     method = cfg.method
-    if method.proposer == "grammar":
+    if method.proposer.name == "grammar":
         return GrammarProposer(first_task, method.max_terms, tuple(method.weights), ctx.seed,
-                               method.search, method.max_weight)
+                               method.search.name, method.max_weight)
     example = domain.training[0].read_text()
     return LanguageModelProposer(generator, domain.domain_file.read_text(), example)
 
 
 def text_generator(cfg: DictConfig, ctx: RunContext):
     method = cfg.method
-    if method.proposer == "grammar":
+    if method.proposer.name == "grammar":
         return None
-    if method.proposer == "endpoint":
+    if method.proposer.name == "endpoint":
         return http_generator(method.endpoint.base_url, method.endpoint.model,
                               method.max_new_tokens, method.temperature,
                               api_key=method.endpoint.api_key or "")
-    if method.proposer == "model":
-        if cfg.model.name == "none":
-            raise UserError("method.proposer=model needs a language model: add model=qwen3-4b "
-                            "(GPU) or model=smollm2-135m (offline)")
-        from models.lm.loader import load_causal_lm
+    if cfg.model.name == "none":  # method.proposer=model
+        raise UserError("method.proposer=model needs a language model: add model=qwen3-4b "
+                        "(GPU) or model=smollm2-135m (offline)")
+    from models.lm.loader import load_causal_lm
 
-        model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
-        return transformers_generator(model.eval(), tokenizer, method.max_new_tokens,
-                                      method.temperature, ctx.compute.device)
-    raise UserError(f"unknown method.proposer '{method.proposer}' (grammar, model, endpoint)")
+    model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)
+    return transformers_generator(model.eval(), tokenizer, method.max_new_tokens,
+                                  method.temperature, ctx.compute.device)
 
 
 def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:

@@ -47,7 +47,7 @@ def method_scores(cfg: DictConfig, gaussians, cameras, objective: RayObjective) 
     method = cfg.method
     totals = blending_totals(gaussians, cameras)
     blending = totals["blend"]  # Mini-Splatting's importance
-    scores = {"sensitivity": sensitivities(shares, method.sensitivity, method.uniform_mix),
+    scores = {"sensitivity": sensitivities(shares, method.sensitivity.name, method.uniform_mix),
               "uniform": torch.ones(len(gaussians)),
               "uniform_unweighted": torch.ones(len(gaussians)),
               "importance": blending,

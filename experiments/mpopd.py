@@ -32,8 +32,8 @@ LABELS = {"opd": "OPD", "mpopd": "MPOPD (mixture)", "mpopd_trust_region": "MPOPD
 
 def variant_settings(name: str, method, steps: int) -> tuple[ProposalConfig, OPDConfig]:
     """The proposal and the student's objective of each variant."""
-    opd = OPDConfig(objective=method.objective, importance_clip=method.importance_clip
-                    if method.objective == "sampled" else None)
+    opd = OPDConfig(objective=method.objective.name, importance_clip=method.importance_clip
+                    if method.objective.name == "sampled" else None)
     anneal = steps if method.anneal else None
     head = {"head_refresh_every": method.head_refresh_every,
             "head_refresh_steps": method.head_refresh_steps}

@@ -77,7 +77,7 @@ def train_variant(policy, teacher, lam: float, regime: Regime, cfg: DictConfig,
         copy.deepcopy(policy), prompts,
         RolloutConfig(method.prompts_per_step, method.group_size,
                       regime.fmt.answer_length + 1, lr=method.lr),
-        GRPOConfig(scale_rewards=method.scale_rewards, loss_type=method.loss_type),
+        GRPOConfig(scale_rewards=method.scale_rewards.name, loss_type=method.loss_type),
         PHConfig(lam, method.weighting.name, method.surprise.name, method.predictor.name,
                  method.head_lr, method.base.name, method.distill_weight),
         regime.turns, regime.fmt, teacher, seed=ctx.seed)

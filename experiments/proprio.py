@@ -219,9 +219,7 @@ def refine_first_samples(net, world: BallWorld, conditions, pools, scorer: SelfS
     first = torch.stack([q["clips"][0] for q in pools])
     cond = condition_of(conditions)
     r = p.refine
-    if r.space not in ("noise", "clip"):
-        raise UserError(f"unknown protocol.refine.space '{r.space}'; known: noise, clip")
-    if r.space == "noise":
+    if r.space.name == "noise":
         start = torch.stack([q["noise"][0] for q in pools])
 
         def to_clip(z):

@@ -143,8 +143,8 @@ class Comparison:
         self.teachers = [models.teachers[k] for k in self.objectives]
         self.students: dict = {}
         m = cfg.method
-        self.settings = StudentSettings(m.sequences_per_step, m.lr, m.objective, m.jsd_beta,
-                                        m.weighting, m.teacher_temperature,
+        self.settings = StudentSettings(m.sequences_per_step, m.lr, m.objective.name,
+                                        m.jsd_beta, m.weighting.name, m.teacher_temperature,
                                         cfg.protocol.opd_steps)
 
     def design_reward(self, completions) -> float:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 from omegaconf import DictConfig
 
-from common.errors import UserError
 from data.stimulus_world import (
     CONCEPTS,
     clean_responses,
@@ -137,16 +136,14 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
     features = patch_features(method.backbone, method.channels, ctx.seed,
                               method.colour_weight, ctx.device)
     tokens = features.tokens(images)
-    if method.selection == "voxel_greedy":
+    if method.selection.name == "voxel_greedy":
         pool = fit_prototypes(tokens[train], method.candidates, method.candidates,
                               method.threshold_quantile, method.salient_fraction, rng)
         layer = select_prototypes(pool, tokens[train], y[train], method.prototypes,
                                   method.top_k)
-    elif method.selection == "kmeans":
+    else:  # kmeans
         layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
                                method.threshold_quantile, method.salient_fraction, rng)
-    else:
-        raise UserError(f"unknown method.selection '{method.selection}' (voxel_greedy, kmeans)")
     a = layer(tokens)
     alphas = list(protocol.alphas)
     readout = ridge_cv(a[train], y[train], alphas, protocol.folds, rng)

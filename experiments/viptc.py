@@ -56,8 +56,8 @@ def train_arm(stream, arm: Arm, options: LossOptions, *train_args):
 @register_paper("viptc")
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
-    options = LossOptions(method.tau, method.divergence, method.anchor, method.form,
-                          method.margin, method.cmptc_topology)
+    options = LossOptions(method.tau, method.divergence.name, method.anchor.name,
+                          method.form.name, method.margin, method.cmptc_topology.name)
     rows, stage_rows, exemplars = [], [], 0
     seeds = [ctx.seed + k for k in range(protocol.seeds)]
     streams, pretraining = {}, {}

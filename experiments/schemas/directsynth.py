@@ -22,6 +22,18 @@ class Sandbox(Enum):
     unsafe_process = "unsafe_process"  # a plain subprocess: trusted programs only
 
 
+
+class Proposer(Enum):
+    grammar = "grammar"  # offline synthesizer over task features
+    model = "model"  # a transformers model by name
+    endpoint = "endpoint"  # an OpenAI-compatible chat endpoint
+
+
+class RepairSearch(Enum):
+    enumerate = "enumerate"  # the next enumerated program no counterexample refutes
+    milp = "milp"  # integer weights satisfying every counterexample (HiGHS)
+
+
 @dataclass
 class EndpointConfig:
     base_url: str = MISSING  # an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
@@ -31,10 +43,10 @@ class EndpointConfig:
 
 @dataclass
 class DirectSynthConfig(MethodConfig):
-    proposer: str = MISSING  # grammar | model | endpoint
+    proposer: Proposer = MISSING
     sandbox: Sandbox = MISSING  # where the generated programs run
     max_programs: int = within(1, None)  # budget of the counterexample loop per domain
-    search: str = MISSING  # grammar: enumerate | milp (how a repair is found)
+    search: RepairSearch = MISSING  # grammar proposer: how a repair is found
     max_terms: int = MISSING  # grammar: terms of an enumerated weighted sum
     weights: list[int] = any_integer()  # grammar: weights of enumerated terms
     max_weight: int = MISSING  # grammar, milp: |weight| bound

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from omegaconf import MISSING
 
@@ -18,9 +19,15 @@ from experiments.schemas.shared import (
 )
 
 
+class SensitivityRule(Enum):
+    max = "max"
+    sum = "sum"
+    mix = "mix"  # RECON
+
+
 @dataclass
 class GscoresetConfig(MethodConfig):
-    sensitivity: str = MISSING  # max | sum | mix (RECON)
+    sensitivity: SensitivityRule = MISSING
     uniform_mix: float = unit()
     eta: float = positive()
     lightgaussian_with_t: bool = MISSING

@@ -6,14 +6,21 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
+from experiments.schemas.shared import (
+    DatasetConfig,
+    DistillationLoss,
+    MethodConfig,
+    nonnegative,
+    positive,
+    unit,
+)
 
 
 @dataclass
 class MPOPDConfig(MethodConfig):
     beta: float = unit()  # teacher weight of the geometric mixture proposal
     epsilon: float = nonnegative()  # the trust-region variant's KL budget per prefix
-    objective: str = MISSING  # reverse_kl | jsd | sampled (the student's loss)
+    objective: DistillationLoss = MISSING  # the student's loss
     importance_clip: float | None = positive()  # sampled objective: clip of pi_s / q (null: no IS)
     anneal: bool = MISSING  # anneal beta (epsilon) linearly to 0 over the steps
     head_refresh_every: int = MISSING  # single-pass proposal head (RECON)

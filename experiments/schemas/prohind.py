@@ -40,6 +40,13 @@ class Episode(Enum):
     retry = "retry"  # answer, retry after WRONG
 
 
+
+class RewardScaling(Enum):
+    group = "group"
+    batch = "batch"
+    none = "none"  # Bereket-Leskovec ablation
+
+
 @dataclass
 class PHMethodConfig(MethodConfig):
     base: Base = MISSING  # the retrospective base method PH weights
@@ -50,7 +57,7 @@ class PHMethodConfig(MethodConfig):
     surprise: SurpriseKind = MISSING
     predictor: Predictor = MISSING
     head_lr: float = positive()  # predictor=head: the success head's learning rate
-    scale_rewards: str = MISSING  # group | batch | none (Bereket-Leskovec ablation: none)
+    scale_rewards: RewardScaling = MISSING
     loss_type: str = MISSING
     lr: float = positive()
     prompts_per_step: int = MISSING

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
+
+
+class RefineSpace(Enum):
+    noise = "noise"  # gradient steps on the sampler's initial noise
+    clip = "clip"  # gradient steps on the free frames of the clip
 
 
 @dataclass
@@ -29,7 +35,7 @@ class GeneratorSettings:
 
 @dataclass
 class RefineSettings:
-    space: str = MISSING  # noise | clip
+    space: RefineSpace = MISSING
     steps: int = MISSING
     lr: float = positive()
     proximity: float = nonnegative()

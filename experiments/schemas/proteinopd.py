@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import (
     DatasetConfig,
+    DistillationLoss,
     MethodConfig,
     nonnegative,
     positive,
@@ -16,12 +18,17 @@ from experiments.schemas.shared import (
 )
 
 
+class TeacherWeighting(Enum):
+    static = "static"  # the configured weights at every token
+    entropy = "entropy"  # dynamic per-token weights
+
+
 @dataclass
 class ProteinOPDConfig(MethodConfig):
     weights: list[float] = nonnegative()  # teacher weights, one per protocol.objectives entry
-    objective: str = MISSING  # jsd | reverse_kl | sampled (the student's OPD loss)
+    objective: DistillationLoss = MISSING  # the student's OPD loss
     jsd_beta: float = unit()  # generalized JSD's beta (0.5: the official run script)
-    weighting: str = MISSING  # static | entropy (dynamic per-token weights)
+    weighting: TeacherWeighting = MISSING
     teacher_temperature: float = positive()  # tau_k of log_softmax(z_k / tau_k)
     lr: float = positive()
     sequences_per_step: int = MISSING

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from omegaconf import MISSING
 
@@ -17,13 +18,18 @@ from experiments.schemas.shared import (
 )
 
 
+class PrototypeSelection(Enum):
+    voxel_greedy = "voxel_greedy"  # forward selection on the training voxels (RECON)
+    kmeans = "kmeans"  # k-means prototypes, no voxel data
+
+
 @dataclass
 class ProtoFMRIConfig(MethodConfig):
     backbone: str = MISSING  # random_cnn (offline) | a vision transformer's hub id
     channels: int = MISSING  # patch-token size of the frozen conv features
     colour_weight: float = nonnegative()  # weight of each patch's mean colour appended to its token
     prototypes: int = MISSING  # K
-    selection: str = MISSING  # voxel_greedy | kmeans: how the K prototypes are learned (RECON)
+    selection: PrototypeSelection = MISSING  # how the K prototypes are learned
     candidates: int = MISSING  # voxel_greedy: size of the pushed k-means pool it selects from
     top_k: int = MISSING  # prototypes kept active per image (RECON)
     threshold_quantile: float = unit()  # theta_k: this quantile of s_k over training patches

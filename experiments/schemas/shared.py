@@ -10,6 +10,14 @@ from typing import Any
 from omegaconf import MISSING
 
 
+class DistillationLoss(Enum):
+    """The student's on-policy distillation loss (models/lm/objectives.py)."""
+
+    reverse_kl = "reverse_kl"
+    jsd = "jsd"
+    sampled = "sampled"
+
+
 @dataclass(frozen=True)
 class Range:
     """The values a numeric field accepts (every element, for a list); checked before a run

@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive
+
+
+class Divergence(Enum):
+    kl = "kl"
+    mse = "mse"
+
+
+class Anchor(Enum):
+    none = "none"
+    rgb = "rgb"
+    ir = "ir"
+
+
+class TopologyForm(Enum):
+    frobenius = "frobenius"
+    kl = "kl"
+
+
+class TopologyReading(Enum):
+    batch = "batch"  # CM-PTC relates the batch's class means across modalities
+    history = "history"  # each modality's batch means against its frozen prototypes
 
 
 @dataclass
@@ -15,10 +37,10 @@ class ViptcConfig(MethodConfig):
     lambda_cmptc: float = nonnegative()
     lambda_kd: float = nonnegative()
     tau: float = positive()
-    divergence: str = MISSING  # kl | mse
-    anchor: str = MISSING  # none | rgb | ir
-    form: str = MISSING  # frobenius | kl
-    cmptc_topology: str = MISSING  # batch | history: what CM-PTC's topology matrices relate
+    divergence: Divergence = MISSING
+    anchor: Anchor = MISSING
+    form: TopologyForm = MISSING
+    cmptc_topology: TopologyReading = MISSING  # what CM-PTC's topology matrices relate
     margin: float = nonnegative()
     backbone: str = MISSING  # small_cnn | a vision model's hub id or local folder
     width: int = MISSING
