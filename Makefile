@@ -63,8 +63,11 @@ install: $(STAMP)  ## create .venv and install paperlab with every extra (CUDA=1
 run: install  ## run one paper on its embedded default: make run PAPER=ditherq ARGS='seed=1'
 	$(PY) run.py +paper=$(PAPER) $(ARGS)
 
-test: install  ## fast tests (CPU, offline)
-	$(TEST_ENV) $(PY) -m pytest -q $(ARGS)
+# test processes (pytest-xdist), one per core up to 4; each runs one torch thread
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
+
+test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn)
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
 test-slow: install  ## slow tests (multirun launchers, DDP, longer runs)
 	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)
