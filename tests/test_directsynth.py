@@ -474,22 +474,27 @@ def test_sandbox_reports_errors_and_keeps_valid_values():
 
 
 # ---------------------------------------------------------------------------- language models
-class _ChatServer(BaseHTTPRequestHandler):
-    requests: list = []
-    reply = "Here it is:\n```python\ndef heuristic(state, task):\n    return task.h_ff(state)\n```"
-
-    def do_POST(self):  # noqa: N802 - the http.server hook
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append((self.path, body))
-        data = json.dumps({"choices": [{"message": {"content": self.reply}}]}).encode()
+class _QuietHandler(BaseHTTPRequestHandler):
+    def send(self, data: bytes, content_type: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
     def log_message(self, *args):
         pass
+
+
+class _ChatServer(_QuietHandler):
+    requests: list = []
+    reply = "Here it is:\n```python\ndef heuristic(state, task):\n    return task.h_ff(state)\n```"
+
+    def do_POST(self):  # noqa: N802 - the http.server hook
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, body))
+        self.send(json.dumps({"choices": [{"message": {"content": self.reply}}]}).encode(),
+                  "application/json")
 
 
 def test_endpoint_proposer_against_a_local_server():
@@ -516,17 +521,9 @@ def test_endpoint_proposer_against_a_local_server():
     assert "not direct" in repair and "no successor has a lower value" in repair
 
 
-class _HtmlServer(BaseHTTPRequestHandler):
+class _HtmlServer(_QuietHandler):
     def do_POST(self):  # noqa: N802 - the http.server hook
-        data = b"<html><body>Welcome to the proxy login</body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send(b"<html><body>Welcome to the proxy login</body></html>", "text/html")
 
 
 def test_an_endpoint_that_answers_html_is_one_line():
