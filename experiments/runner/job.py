@@ -217,12 +217,16 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
 def _claim_verdicts(key: str, claims: list[dict], metrics: dict) -> dict[str, str]:
     """Each claim's verdict on this run alone (the report combines seeds). A condition that
     names a metric this run did not write is an error line, not a lost run."""
-    try:
-        check_claims(key, claims, metrics)
-    except UserError as err:
-        log.error("error: %s", err)
-        return {c["id"]: "metric missing" for c in claims}
-    return {c["id"]: combine(c["holds_if"], "all", [metrics]).verdict for c in claims}
+    verdicts = {}
+    for claim in claims:
+        try:
+            check_claims(key, [claim], metrics)
+        except UserError as err:
+            log.error("error: %s", err)
+            verdicts[claim["id"]] = "metric missing"
+            continue
+        verdicts[claim["id"]] = combine(claim["holds_if"], "all", [metrics]).verdict
+    return verdicts
 
 
 def paper_claims(cfg: DictConfig) -> list[dict]:
