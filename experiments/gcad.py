@@ -38,8 +38,9 @@ LABELS = {"none": "no steering", "prompt": "system prompt", "residual": "residua
 
 def variants(cfg: DictConfig) -> dict[str, Variant]:
     """The baselines, then the method under its own name."""
-    out = {name: Variant(**OmegaConf.to_container(v)) for name, v in cfg.protocol.baselines.items()}
-    method = OmegaConf.to_container(cfg.method)
+    out = {name: Variant(**OmegaConf.to_container(v, enum_to_str=True))
+           for name, v in cfg.protocol.baselines.items()}
+    method = OmegaConf.to_container(cfg.method, enum_to_str=True)
     name = method.pop("name")
     out[name] = Variant(**method)
     return out

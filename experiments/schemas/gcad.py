@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, any_integer, nonnegative
 
 
+class SteeringKind(Enum):
+    none = "none"
+    prompt = "prompt"  # the persona as the system prompt
+    residual = "residual"  # a residual-stream vector at one layer
+    attention = "attention"  # GCAD's attention delta
+
+
+class SteeredPositions(Enum):
+    response = "response"  # assistant tokens only
+    all = "all"  # every token read
+
+
+class Gate(Enum):
+    mass = "mass"  # GCAD's gate by the system prompt's attention mass (RECON)
+    constant = "constant"
+    exact = "exact"
+
+
 @dataclass
 class SteeringConfig:
     """One steering variant (``methods/gcad/steering.py``)."""
 
-    kind: str = MISSING  # none | prompt | residual | attention
+    kind: SteeringKind = MISSING
     scale: float = MISSING  # the signal's multiplier (1: the mean contrastive difference)
-    positions: str = MISSING  # response (assistant tokens only) | all (every token read)
-    gate: str = MISSING  # attention only: mass (GCAD, RECON) | constant | exact
+    positions: SteeredPositions = MISSING
+    gate: Gate = MISSING  # attention only
 
 
 @dataclass
