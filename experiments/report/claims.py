@@ -186,7 +186,7 @@ def combine(text: str | None, over_seeds: str, runs: Sequence[Mapping[str, float
             ) -> Verdict:
     """The verdict of one claim over the metrics of its seeds' runs."""
     if text is None:
-        return Verdict(NOT_TESTED, "needs the real-scale setting", [])
+        return Verdict(NOT_TESTED, "no run here tests it (see its scale note)", [])
     if not runs:
         return Verdict(NOT_RUN, "no finished run", [])
     node = parse(text)
