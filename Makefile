@@ -75,8 +75,11 @@ test-slow: install  ## slow tests (multirun launchers, DDP, longer runs)
 test-gpu: install  ## tests that need a CUDA GPU
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)
 
-bench: install  ## speed benchmarks, measured side by side in one process
-	@for f in tests/benchmarks/bench_*.py; do echo "== $$f"; PYTHONPATH=. $(PY) $$f || exit 1; done
+bench: install  ## speed benchmarks, side by side in one process on one thread (outputs/bench/)
+	@mkdir -p outputs/bench; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; \
+		OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=. \
+		$(PY) $$f > outputs/bench/$$(basename $$f .py).txt 2>&1; rc=$$?; \
+		cat outputs/bench/$$(basename $$f .py).txt; [ $$rc = 0 ] || exit $$rc; done
 
 lint: install  ## ruff
 	$(PY) -m ruff check .

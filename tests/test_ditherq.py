@@ -19,16 +19,35 @@ from methods.ditherq import (
     quantize_rotated,
 )
 from methods.ditherq.codebooks import gaussian_cell_mse
+from methods.ditherq import hadamard as hadamard_module
 from methods.ditherq.hadamard import pad_pow2
 
 
 @pytest.mark.parametrize("d", [4, 8, 32, 512, 2048])
 def test_kronecker_gemm_form_equals_dense_hadamard_on_batches(d):
-    x = np.random.default_rng(d).standard_normal((16, d))  # >= GEMM_MIN_ROWS rows
+    x = np.random.default_rng(d).standard_normal((16, d))
     np.testing.assert_allclose(fwht(x), x @ hadamard(d), atol=1e-9)
     np.testing.assert_allclose(fwht(x.reshape(2, 8, d)), (x @ hadamard(d)).reshape(2, 8, d),
                                atol=1e-9)
     np.testing.assert_allclose(fwht_torch(torch.tensor(x)).numpy(), x @ hadamard(d), atol=1e-9)
+
+
+@pytest.mark.parametrize("d, rows", [(4096, 37), (1024, 300), (64, 100)])
+def test_blocked_transform_is_bit_identical_to_the_whole_batch(d, rows):
+    """Blocks of rows (the last one shorter) give every output bit of one Kronecker product
+    chain over the whole batch, with the signs and scaling applied as whole-array passes, and
+    a vector alone gets the bits it gets in a batch: blocking changes speed, never the
+    quantizer's numbers."""
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((rows, d))
+    rht = RandomizedHadamard(d, rng)
+    assert rows > hadamard_module.BLOCK_ROWS or 8 * d * rows > hadamard_module.BLOCK_BYTES
+    whole = hadamard_module._kronecker_transform(x * rht.signs, d, np.matmul) / np.sqrt(d)
+    assert np.array_equal(rht.forward(x), whole)
+    inverse = hadamard_module._kronecker_transform(whole, d, np.matmul) / np.sqrt(d) * rht.signs
+    assert np.array_equal(rht.inverse(whole), inverse)
+    assert np.array_equal(fwht(x), hadamard_module._kronecker_transform(x, d, np.matmul))
+    assert np.array_equal(rht.forward(x[3]), rht.forward(x)[3])  # alone or in a batch
 
 
 @pytest.mark.parametrize("d", [1, 2, 8, 64, 512])

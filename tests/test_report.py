@@ -3,6 +3,8 @@ paper's claims, the report on a fixture folder of runs, and the README table's f
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -209,3 +211,20 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "interrupted (SIGTERM)" in markdown and "tps_gap_constant_vs_oracle: 0.01, 0.02" \
         in markdown
+
+
+def test_readme_speed_numbers_are_the_committed_benchmark_output():
+    """The README's ditherq speed ratios are the d = 4096 rows of ``docs/bench/ditherq.txt``
+    (the output of ``make bench``), so a rerun of the benchmark has to update both."""
+    readme = (ROOT / "README.md").read_text()
+    sentence = readme[readme.index("- Speed, from `docs/bench/ditherq.txt`"):]
+    sentence = sentence[:sentence.index("\n- ")]
+    quoted = re.findall(r"(\d+\.\d)x \((forward)\) and (\d+\.\d)x \((inverse)\)[^,]*batch (\d+), "
+                        r"(\d+\.\d)x at batch (\d+)", sentence.replace("\n", " "))
+    assert quoted, sentence
+    forward, _, inverse, _, batch, single, one = quoted[0]
+    rows = {line.split()[1]: line.split("|")[1].split()
+            for line in (ROOT / "docs/bench/ditherq.txt").read_text().splitlines()
+            if line.split()[:1] == ["4096"]}
+    assert rows[batch][3:5] == [f"{forward}x", f"{inverse}x"]
+    assert rows[one][3] == f"{single}x"

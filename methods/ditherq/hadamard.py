@@ -11,9 +11,6 @@ def next_pow2(d: int) -> int:
     return 1 << max(0, (d - 1).bit_length())
 
 
-GEMM_MIN_ROWS = 8  # from this many vectors on, the Kronecker (GEMM) form is faster
-
-
 @lru_cache(maxsize=32)
 def sylvester(d: int) -> np.ndarray:
     """The d x d Sylvester-Hadamard matrix (entries +-1), d a power of two."""
@@ -34,32 +31,46 @@ def kronecker_factors(d: int, largest: int = 16) -> list[int]:
 def fwht(x: np.ndarray) -> np.ndarray:
     """Unnormalized Walsh-Hadamard transform along the last axis (Sylvester order).
 
-    Equals ``x @ scipy.linalg.hadamard(d)`` (H is symmetric). A batch of at least
-    ``GEMM_MIN_ROWS`` vectors uses the Kronecker form H_d = H_{f_1} (x) ... (x) H_{f_m}
-    (factors of at most 16): each vector, reshaped to an f_1 x ... x f_m array, is
-    multiplied by H_{f_j} along axis j, one batched matrix product per factor (sum of f_j
-    flops per entry, at GEMM speed: 48 for d = 4096 against 4096 for a dense rotation);
-    fewer vectors use log2(d) butterfly stages, each a vectorized (a + b, a - b) over pairs
-    at distance h. The last axis must be a power of two (see :func:`pad_pow2`). Returns a
-    new array.
+    Equals ``x @ scipy.linalg.hadamard(d)`` (H is symmetric), computed in the Kronecker form
+    H_d = H_{f_1} (x) ... (x) H_{f_m} (factors of at most 16): each vector, reshaped to an
+    f_1 x ... x f_m array, is multiplied by H_{f_j} along axis j, one batched matrix product
+    per factor (sum of f_j flops per entry, at GEMM speed: 48 for d = 4096 against 4096 for a
+    dense rotation), block by block of rows (see :func:`_rowwise`). This is about 10x faster
+    than log2(d) vectorized butterfly stages even for a single vector, whose per-stage
+    overhead dominates. The last axis must be a power of two (see :func:`pad_pow2`).
+    Returns a new array.
     """
-    x = np.asarray(x, dtype=np.float64)
+    return _rowwise(np.asarray(x, dtype=np.float64))
+
+
+# Rows per block of a batched transform: at most 1 MiB and 64 rows. Measured at d = 256,
+# 1024, 4096 (batch 256, one thread): blocks of 32-64 rows run 3-8x faster per vector than
+# blocks of 128 rows or more, which spill the L2 cache.
+BLOCK_BYTES = 1 << 20
+BLOCK_ROWS = 64
+
+
+def _rowwise(x: np.ndarray, prepare=None, finish=None) -> np.ndarray:
+    """``finish(H prepare(row))`` for every row of x (..., d), where prepare and finish are
+    elementwise (the random signs, the scaling) and H the unnormalized Hadamard transform in
+    the Kronecker form, one block of rows at a time: each block is small enough that it and
+    its temporaries stay in the L2 cache, and is written into one output array. Every row
+    goes through the same operations whatever the batch and the block, so a vector's result
+    is the same bits alone or in any batch, without batch-sized temporaries (which made a
+    batch of 256 at d = 4096 memory-bound).
+    """
     d = x.shape[-1]
     if d & (d - 1):
         raise ValueError(f"fwht needs a power-of-two length, got {d}; pad with pad_pow2")
-    lead = x.shape[:-1]
-    rows = int(np.prod(lead)) if lead else 1
-    if rows >= GEMM_MIN_ROWS and d >= 4:
-        return _kronecker_transform(x.reshape(rows, d), d, np.matmul).reshape(*lead, d)
-    y = x.copy()
-    h = 1
-    while h < d:
-        v = y.reshape(*lead, d // (2 * h), 2, h)
-        a = v[..., 0, :].copy()
-        v[..., 0, :] += v[..., 1, :]
-        v[..., 1, :] = a - v[..., 1, :]
-        h *= 2
-    return y
+    prepare = prepare or (lambda rows: rows)
+    finish = finish or (lambda rows: rows)
+    rows = x.reshape(-1, d)
+    out = np.empty_like(rows)
+    step = max(1, min(BLOCK_ROWS, BLOCK_BYTES // (rows.itemsize * d)))
+    for start in range(0, len(rows), step):
+        block = rows[start:start + step]
+        out[start:start + step] = finish(_kronecker_transform(prepare(block), d, np.matmul))
+    return out.reshape(x.shape)
 
 
 def _kronecker_transform(x, d: int, matmul, as_matrix=lambda m: m):
@@ -81,8 +92,8 @@ def _kronecker_transform(x, d: int, matmul, as_matrix=lambda m: m):
 
 
 def fwht_torch(x):
-    """The same transform in torch (any device, differentiable), last axis power of two,
-    in the Kronecker (GEMM) form for batches as :func:`fwht`."""
+    """The same transform in torch (any device, differentiable), last axis a power of two,
+    in the Kronecker form of :func:`fwht` over the whole batch at once."""
     import torch
 
     d = x.shape[-1]
@@ -90,20 +101,11 @@ def fwht_torch(x):
         raise ValueError(f"fwht_torch needs a power-of-two length, got {d}")
     lead = x.shape[:-1]
     rows = int(np.prod(lead)) if len(lead) else 1
-    if rows >= GEMM_MIN_ROWS and d >= 4:
-        def as_tensor(m):
-            return torch.as_tensor(m, dtype=x.dtype, device=x.device)
 
-        return _kronecker_transform(x.reshape(rows, d), d, torch.matmul,
-                                    as_tensor).reshape(*lead, d)
-    h = 1
-    y = x
-    while h < d:
-        v = y.reshape(*lead, d // (2 * h), 2, h)
-        y = torch.stack((v[..., 0, :] + v[..., 1, :], v[..., 0, :] - v[..., 1, :]), dim=-2)
-        y = y.reshape(*lead, d)
-        h *= 2
-    return y
+    def as_tensor(m):
+        return torch.as_tensor(m, dtype=x.dtype, device=x.device)
+
+    return _kronecker_transform(x.reshape(rows, d), d, torch.matmul, as_tensor).reshape(*lead, d)
 
 
 def pad_pow2(x: np.ndarray) -> np.ndarray:
@@ -128,10 +130,13 @@ class RandomizedHadamard:
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.dim)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        return fwht(pad_pow2(x) * self.signs) / np.sqrt(self.dim)
+        return _rowwise(pad_pow2(x), lambda rows: rows * self.signs,
+                        lambda rows: rows / np.sqrt(self.dim))
 
     def inverse(self, y: np.ndarray) -> np.ndarray:
-        return (fwht(y) / np.sqrt(self.dim) * self.signs)[..., : self.d]
+        y = np.asarray(y, dtype=np.float64)
+        return _rowwise(y, finish=lambda rows: rows / np.sqrt(self.dim) * self.signs)[
+            ..., : self.d]
 
 
 def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
