@@ -13,7 +13,8 @@ first two permuted), ``vanish`` (the ball fades out from a random frame on) and
 Physics error (RECON of the notes' evaluator; lower = more plausible): from the
 intensity-weighted centroids and the total intensity ("mass") per frame,
 - acceleration: mean |a_y - g| + |a_x| over frames whose neighbours keep the ball off the
-  walls and floor (where the ballistic model holds),
+  walls and floor and where no contact happens within a frame, detected from the velocity
+  turning back from a wall (where the ballistic model holds),
 - teleport: the excess of the largest per-frame step over the largest possible speed,
 - mass: the relative change of total intensity,
 summed with unit weights (px / frame^2, px, fraction).
@@ -120,15 +121,52 @@ def physics_error(world: BallWorld, video: np.ndarray) -> np.ndarray:
     """Per clip (..., frames, H, W) -> (...): ballistic acceleration error + teleport excess
     + relative mass change."""
     c, mass = track(video)
-    acc = c[..., 2:, :] - 2 * c[..., 1:-1, :] + c[..., :-2, :]
-    margin = world.radius + 1.0
-    lo, hi = margin, world.size - 1 - margin
-    free = ((c[..., :, 0] > lo) & (c[..., :, 0] < hi) & (c[..., :, 1] > lo)
-            & (c[..., :, 1] < hi))
-    ok = free[..., 2:] & free[..., 1:-1] & free[..., :-2]
-    dev = np.abs(acc[..., 1] - world.g) + np.abs(acc[..., 0])
-    accel = (dev * ok).sum(-1) / np.maximum(ok.sum(-1), 1)
     step = np.linalg.norm(np.diff(c, axis=-2), axis=-1).max(-1)
     teleport = np.maximum(step - world.max_speed - world.g, 0)
     mass_change = np.abs(mass - mass[..., :1]).max(-1) / np.maximum(mass[..., 0], 1e-6)
-    return accel + teleport + mass_change
+    return acceleration_error(world, c) + teleport + mass_change
+
+
+def acceleration_error(world: BallWorld, centres: np.ndarray) -> np.ndarray:
+    """Mean |a_y - g| + |a_x| per trajectory (..., frames, 2) over the frames where the
+    ballistic model holds: the frame and its two neighbours keep the ball clear of the walls
+    by a margin, and no contact happens within a frame of it (:func:`contact_frames`). A
+    trajectory with no such frame scores 0."""
+    c = centres
+    acc = c[..., 2:, :] - 2 * c[..., 1:-1, :] + c[..., :-2, :]
+    margin = world.radius + 1.0
+    lo, hi = margin, world.size - 1 - margin
+    clear = ((c[..., :, 0] > lo) & (c[..., :, 0] < hi) & (c[..., :, 1] > lo)
+             & (c[..., :, 1] < hi))
+    ok = clear[..., 2:] & clear[..., 1:-1] & clear[..., :-2] & ~contact_frames(world, c)
+    dev = np.abs(acc[..., 1] - world.g) + np.abs(acc[..., 0])
+    return (dev * ok).sum(-1) / np.maximum(ok.sum(-1), 1)
+
+
+def contact_frames(world: BallWorld, centres: np.ndarray, slack: float = 1.0) -> np.ndarray:
+    """(..., frames - 2) True for the second differences that a wall or floor contact may
+    touch. Free flight changes the velocity towards a wall by exactly +g per frame (floor),
+    -g (ceiling) or 0 (side walls); a contact takes away more than that (a rebound reverses
+    it, a rebound late in the frame interval only slows it), while the ball is within one
+    frame's travel (plus ``slack`` px for tracking error) of that wall. A contact between
+    frames t and t + 1 bends the differences centred at t and t + 1 and may show at either,
+    so each detected contact also marks its two neighbours. A change must fall short of free
+    flight's by more than g / 2 (above the tracker's noise, below any rebound's). Rebounds
+    that happen between two frames clear of the walls (fast floor bounces) are what this adds to
+    the margin test; an apex or a noisy track next to a wall at worst leaves a frame out.
+    """
+    c = centres
+    before = c[..., 1:-1, :] - c[..., :-2, :]
+    after = c[..., 2:, :] - c[..., 1:-1, :]
+    reach = np.maximum(np.abs(before), np.abs(after)) + slack
+    low, high = world.radius, world.size - 1 - world.radius
+    free_change = np.array([0.0, world.g])  # of the velocity along +x, +y per frame
+    contact = np.zeros(c.shape[:-2] + (c.shape[-2] - 2,), dtype=bool)
+    for direction, distance in ((1.0, high - c[..., 1:-1, :]), (-1.0, c[..., 1:-1, :] - low)):
+        towards_before, towards_after = direction * before, direction * after
+        slowed = towards_after - towards_before < direction * free_change - world.g / 2
+        contact |= ((towards_before > 0) & slowed & (distance <= reach)).any(-1)
+    marked = contact.copy()
+    marked[..., 1:] |= contact[..., :-1]
+    marked[..., :-1] |= contact[..., 1:]
+    return marked

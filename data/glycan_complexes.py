@@ -38,8 +38,11 @@ from data.glycans import (
     GlycanBuilder,
     canonical_glycan,
     chi_energy,
+    contact_clashes,
     has_oxygen,
+    internal_clashes,
     monosaccharide,
+    separated_pairs,
 )
 
 AMINO_ACIDS = ["ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU",
@@ -48,7 +51,8 @@ ONE_LETTER = dict(zip(AMINO_ACIDS, "ARNDCQEGHILKMFPSTWYV", strict=True))
 AROMATIC = ("TRP", "TYR", "PHE")
 ANCHORS = ("ASP", "GLU", "ASN", "GLN")
 RING_NAMES = ("CG", "CD1", "CE1", "CZ", "CE2", "CD2")
-STACK_HEIGHT = 3.8
+STACK_HEIGHT = 3.8  # the stacking ring's depth below the reducing-end ring (A) at the closest
+ANCHOR_X = 7.0  # the anchor's CA (x, A) at the closest, on the reducing-end ring's C5 side
 
 
 @dataclass
@@ -113,12 +117,65 @@ def _boltzmann(kind: str, kt: float) -> np.ndarray:
 
 def sample_torsions(glycan: Glycan, kt: float, rng: np.random.Generator) -> np.ndarray:
     """(links, 2) Boltzmann draws of (phi, psi) under the CHI energies at temperature kT (on
-    a 1-degree grid, jittered within the bin)."""
-    out = np.zeros((len(glycan) - 1, 2))
-    for k, kinds in enumerate(glycan.chi_kinds()):
-        for t, kind in enumerate(kinds):
-            out[k, t] = rng.choice(GRID, p=_boltzmann(kind, kt)) + rng.uniform(-0.5, 0.5)
-    return out
+    a 1-degree grid, jittered within the bin), each linkage on its own (atoms may overlap:
+    :func:`physical_ligand` draws references without clashes)."""
+    return np.array([sample_link(kinds, kt, rng) for kinds in glycan.chi_kinds()]).reshape(-1, 2)
+
+
+def sample_link(kinds: tuple[str, str], kt: float, rng: np.random.Generator) -> np.ndarray:
+    """One linkage's (phi, psi) drawn from the CHI Boltzmann distributions of its kinds."""
+    return np.array([rng.choice(GRID, p=_boltzmann(kind, kt)) + rng.uniform(-0.5, 0.5)
+                     for kind in kinds])
+
+
+MAX_DRAWS_PER_STEP, MAX_RESTARTS = 40, 10
+
+
+class Unbuildable(RuntimeError):
+    """A glycan without a clash-free conformation, or none that leaves room for the pocket's
+    floor (a residue under the reducing-end ring's face), within the draws allowed."""
+
+
+def physical_ligand(glycan: Glycan, kt: float, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(coordinates (atoms, 3), torsions (links, 2)) of a reference glycan with no steric
+    clash within itself (``data.glycans.clashes``), grown residue by residue: the root's pose
+    (a small rotation about the stacking geometry), then each linkage in tree order, redrawn
+    from its CHI Boltzmann distribution until the residues placed so far are clash-free; a
+    step without a clash-free draw restarts the glycan. Drawing all linkages at once and
+    rejecting the whole glycan would accept under 1% of the draws for some branched
+    topologies; this samples the Boltzmann distribution restricted to clash-free
+    conformations, up to the bias of the growth order."""
+    builder = GlycanBuilder(glycan, torch.float64)
+    residue_of = np.array([r for r, _ in builder.atoms])
+    pairs = separated_pairs(len(builder.atoms), builder.bonds)
+    kinds = glycan.chi_kinds()
+
+    def build(rotation, translation, torsions):
+        return builder.build(torch.tensor(rotation)[None], torch.tensor(translation)[None],
+                             torch.tensor(torsions)[None])[0].numpy()
+
+    def clash_free(ligand, placed: int) -> bool:  # residues 0..placed-1 (parents first)
+        inside = residue_of < placed
+        own = pairs[inside[pairs[:, 0]] & inside[pairs[:, 1]]]
+        return not internal_clashes(ligand, builder.elements, own)
+
+    for _ in range(MAX_RESTARTS):
+        torsions = sample_torsions(glycan, kt, rng)
+        rotation, translation = random_rotation(rng, 8.0), rng.normal(0, 0.3, size=3)
+        ligand = build(rotation, translation, torsions)
+        for k, child in enumerate(glycan.links):
+            for _ in range(MAX_DRAWS_PER_STEP):
+                torsions[k] = sample_link(kinds[k], kt, rng)
+                ligand = build(rotation, translation, torsions)
+                if clash_free(ligand, child + 1):
+                    break
+            else:
+                break
+        else:
+            return ligand, torsions
+    raise Unbuildable(f"no clash-free conformation of {glycan.to_iupac()} after "
+                      f"{MAX_RESTARTS} restarts at kT = {kt}")
 
 
 # -------------------------------------------------------------------------------- pockets
@@ -178,25 +235,48 @@ def _residue_atoms(name, ca, inward, rng, ring_centre=None, ring_normal=None):
     return atoms
 
 
+FLOOR_ATTEMPTS = 10
+
+
+def _floor_residue(touches, place, nearest: float, step: float = 0.25,
+                   steps: int = 12) -> dict | None:
+    """The atoms of a floor residue ``place(distance)`` at the nearest distance from
+    ``nearest`` on (in ``step`` A, at most ``steps``) at which it does not touch the glycan,
+    or None."""
+    for k in range(steps):
+        atoms = place(nearest + k * step)
+        if not touches(atoms):
+            return atoms
+    return None
+
+
 def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: float,
                  rng: np.random.Generator) -> Complex:
-    torsions = sample_torsions(glycan, kt, rng)
-    # the reducing-end ring: centroid near the origin, face down (-z) on the aromatic, its
-    # C5 direction toward the anchor (+x)
-    rotation = random_rotation(rng, 8.0)
-    translation = rng.normal(0, 0.3, size=3)
-    builder = GlycanBuilder(glycan, torch.float64)
-    ligand = builder.build(torch.tensor(rotation)[None], torch.tensor(translation)[None],
-                           torch.tensor(torsions)[None])[0].numpy()
-    residues: list[tuple[str, dict]] = []
-    stack_centre = np.array([0.0, 0.0, -STACK_HEIGHT])
-    residues.append((family.stacker, _residue_atoms(
-        family.stacker, stack_centre + np.array([0.0, 2.4, -2.6]), _unit([0, -0.6, 0.8]), rng,
-        ring_centre=stack_centre, ring_normal=np.array([0.0, 0.0, 1.0]))))
-    residues.append((family.anchor, _residue_atoms(family.anchor, np.array([7.0, 0.0, -2.0]),
-                                                   _unit([-1.0, 0.0, 0.2]), rng)))
+    """One synthetic complex: a physical reference glycan (:func:`physical_ligand`), the
+    pocket's floor fitted under it without touching it, and wall residues that do not touch
+    it either."""
+    elements = GlycanBuilder(glycan).elements
+    for _ in range(FLOOR_ATTEMPTS):  # a residue under the root's face leaves no room for one
+        ligand, torsions = physical_ligand(glycan, kt, rng)
+
+        def touches(atoms: dict, ligand=ligand) -> bool:
+            return contact_clashes(ligand, elements, np.stack(list(atoms.values())),
+                                   [atom[0] for atom in atoms]) > 0
+
+        stacker = _floor_residue(touches, lambda gap: _residue_atoms(
+            family.stacker, np.array([0.0, 2.4, -2.6 - gap]), _unit([0, -0.6, 0.8]), rng,
+            ring_centre=np.array([0.0, 0.0, -gap]), ring_normal=np.array([0.0, 0.0, 1.0])),
+            STACK_HEIGHT)
+        anchor = _floor_residue(touches, lambda x: _residue_atoms(
+            family.anchor, np.array([x, 0.0, -2.0]), _unit([-1.0, 0.0, 0.2]), rng), ANCHOR_X)
+        if stacker is not None and anchor is not None:
+            break
+    else:
+        raise Unbuildable(f"no pocket floor fits under {glycan.to_iupac()} in "
+                           f"{FLOOR_ATTEMPTS} conformations")
+    residues = [(family.stacker, stacker), (family.anchor, anchor)]
     # wall residues: candidate CA sites on the bowl away from the ligand, kept greedily
-    # while they stay 3.8 A from every kept CA
+    # while they stay 3.8 A from every kept CA and no atom of theirs touches the glycan
     theta = np.deg2rad(rng.uniform(60, 170, size=600))
     az = rng.uniform(0, 2 * np.pi, size=600)
     sites = np.stack([np.sin(theta) * np.cos(az) * (1 + family.ellipticity),
@@ -208,9 +288,11 @@ def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: 
         if len(kept) == family.residues:
             break
         if np.linalg.norm(ca - np.array(kept), axis=-1).min() > 3.8:
-            kept.append(ca)
             aa = str(rng.choice(AMINO_ACIDS, p=family.composition))
-            residues.append((aa, _residue_atoms(aa, ca, _unit(-ca), rng)))
+            atoms = _residue_atoms(aa, ca, _unit(-ca), rng)
+            if not touches(atoms):
+                kept.append(ca)
+                residues.append((aa, atoms))
     motion, shift = random_rotation(rng), rng.normal(0, 20.0, size=3)
     protein_atoms, protein_xyz = [], []
     for r, (_, atoms) in enumerate(residues):
@@ -227,6 +309,7 @@ class SyntheticBenchmark:
     test: dict[str, list[Complex]]  # split name -> complexes
     held_out_motifs: list[tuple[str, int]]
     held_out_families: list[int]
+    skipped_topologies: list[str]  # drawn, but without a clash-free complex: drawn again
 
 
 def synthetic_benchmark(cfg, rng: np.random.Generator) -> SyntheticBenchmark:
@@ -247,12 +330,23 @@ def synthetic_benchmark(cfg, rng: np.random.Generator) -> SyntheticBenchmark:
     seen_families = [f for f in range(len(families)) if f not in held_families]
     seen_topologies = [i for i in range(len(library)) if i not in held_topologies]
 
+    skipped: set[str] = set()
+
     def draw(count, family_ids, topology_ids, tag):
         out = []
         for k in range(count):
             f = int(rng.choice(family_ids))
-            g = library[int(rng.choice(topology_ids))]
-            out.append(make_complex(f"{tag}{k:05d}", f, families[f], g, float(cfg.kt), rng))
+            while True:  # a topology without a clash-free complex is left out from then on
+                usable = [i for i in topology_ids if library[i].to_iupac() not in skipped]
+                if not usable:
+                    raise UserError(f"no topology of the {tag} split has a clash-free complex")
+                g = library[int(rng.choice(usable))]
+                try:
+                    out.append(make_complex(f"{tag}{k:05d}", f, families[f], g, float(cfg.kt),
+                                            rng))
+                    break
+                except Unbuildable:
+                    skipped.add(g.to_iupac())
         return out
 
     return SyntheticBenchmark(
@@ -260,7 +354,8 @@ def synthetic_benchmark(cfg, rng: np.random.Generator) -> SyntheticBenchmark:
         test={"protein": draw(int(cfg.test_complexes), held_families, seen_topologies, "prot"),
               "glycan": draw(int(cfg.test_complexes), seen_families, sorted(held_topologies),
                              "glyc")},
-        held_out_motifs=held_motifs, held_out_families=held_families)
+        held_out_motifs=held_motifs, held_out_families=held_families,
+        skipped_topologies=sorted(skipped))
 
 
 # ---------------------------------------------------------------- structure files (gemmi)
@@ -302,6 +397,16 @@ def write_structure(path: Path, cx: Complex, ligand_xyz: np.ndarray | None = Non
     model.add_chain(protein)
     model.add_chain(sugar)
     structure.add_model(model)
+    for child in range(1, len(cx.glycan)):  # glycosidic bonds as LINK / struct_conn records
+        parent = cx.glycan.parents[child]
+        link = gemmi.Connection()
+        link.name, link.type = f"glyco{child}", gemmi.ConnectionType.Covale
+        link.partner1 = gemmi.AtomAddress("B", gemmi.SeqId(parent + 1, " "),
+                                          cx.glycan.codes[parent],
+                                          f"O{cx.glycan.positions[child]}", "\0")
+        link.partner2 = gemmi.AtomAddress("B", gemmi.SeqId(child + 1, " "),
+                                          cx.glycan.codes[child], "C1", "\0")
+        structure.connections.append(link)
     structure.setup_entities()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -328,6 +433,7 @@ class StructureAtoms:
     protein_residue_names: list[str]
     sugar_keys: list[tuple[str, int, str, str]]  # (chain, residue number, CCD code, atom)
     sugar_xyz: np.ndarray
+    sugar_links: list[tuple[tuple, tuple]]  # covalent link records between two sugar atoms
 
 
 def read_structure(path: Path) -> StructureAtoms:
@@ -352,7 +458,16 @@ def read_structure(path: Path) -> StructureAtoms:
     if not sk:
         raise UserError(f"{path}: no sugar residue with a known CCD code "
                         f"({', '.join(MONOSACCHARIDES)})")
-    return StructureAtoms(pk, np.array(px).reshape(-1, 3), pn, sk, np.array(sx).reshape(-1, 3))
+    links, sugar_atoms = [], set(sk)
+    for connection in structure.connections:
+        if connection.type != gemmi.ConnectionType.Covale:
+            continue
+        ends = [(end.chain_name, end.res_id.seqid.num, end.res_id.name, end.atom_name)
+                for end in (connection.partner1, connection.partner2)]
+        if all(end in sugar_atoms for end in ends):
+            links.append(tuple(ends))
+    return StructureAtoms(pk, np.array(px).reshape(-1, 3), pn, sk, np.array(sx).reshape(-1, 3),
+                          links)
 
 
 # ------------------------------------------------------------------- the benchmark by name

@@ -37,7 +37,8 @@ from experiments.runner.context import RunContext
 from methods.glycandock import complex_topology, evaluate_files, evaluate_pose
 
 ARMS = ("base", "topology", "energy", "both", "chi_minimum")
-SCORES = ("lrmsd", "success2A", "success5A", "dockq", "dockq_small_molecule", "dockqc")
+SCORES = ("lrmsd", "success2A", "success5A", "dockq", "dockq_small_molecule", "dockqc",
+          "clash_free")
 
 
 def technique(arm: str, method: DictConfig):
@@ -63,7 +64,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     rng = np.random.default_rng(ctx.seed)
     bench = synthetic_benchmark(cfg.dataset, rng)
     ctx.info(f"{len(bench.train)} training complexes; held-out attachment sites "
-             f"{bench.held_out_motifs}, families {bench.held_out_families}")
+             f"{bench.held_out_motifs}, families {bench.held_out_families}; "
+             f"{len(bench.skipped_topologies)} topologies without a clash-free complex left out")
     automorphism_cache: dict = {}
     topologies = {cx.name: complex_topology(cx, automorphism_cache)
                   for complexes in bench.test.values() for cx in complexes}
@@ -153,7 +155,7 @@ def headline(summary: list[dict], rows: list[dict], bench) -> dict[str, float]:
     for s in summary:
         tag = f"{s['arm']}_{s['split']}_split"
         for key in ("success2A", "success5A", "median_lrmsd", "dockq", "dockqc",
-                    "pointer_accuracy", "chi_energy"):
+                    "pointer_accuracy", "chi_energy", "clash_free"):
             out[f"{key}_{tag}"] = s[key]
     for arm in dict.fromkeys(r["arm"] for r in rows):
         out[f"chi_energy_{arm}"] = float(np.nanmean([r["chi_energy"] for r in rows

@@ -18,8 +18,8 @@ from methods.ditherq import (
     panter_dite_bound,
     quantize_rotated,
 )
-from methods.ditherq.codebooks import gaussian_cell_mse
 from methods.ditherq import hadamard as hadamard_module
+from methods.ditherq.codebooks import gaussian_cell_mse
 from methods.ditherq.hadamard import pad_pow2
 
 

@@ -6,6 +6,7 @@ trips through the file evaluator, the generator's splits, and protocol runs."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -16,8 +17,10 @@ from omegaconf import OmegaConf
 
 from data.glycan_complexes import (
     motifs,
+    physical_ligand,
     random_glycan,
     random_rotation,
+    sample_torsions,
     synthetic_benchmark,
     write_structure,
 )
@@ -30,9 +33,11 @@ from data.glycans import (
     chi_energy,
     dihedral,
     from_protenix,
+    internal_clashes,
     parse_iupac,
     place_atom,
     psi_kind,
+    separated_pairs,
     to_protenix,
 )
 from methods.glycandock import (
@@ -242,6 +247,81 @@ def test_structure_files_score_like_the_arrays(tmp_path):
         from_files = evaluate_files(ref, pred)
         for key in ("lrmsd", "dockq", "dockqc", "fnat"):
             assert from_files[key] == pytest.approx(direct[key], abs=tol), (suffix, key)
+
+
+def test_references_are_clash_free_where_independent_draws_overlap():
+    """Independent (phi, psi) draws of a branched glycan put atoms on top of each other
+    (2.5% of 200 draws with a pair under 1.0 A, more than a third with a van der Waals
+    clash); the generator's references have no clash within the glycan or with the pocket,
+    as the evaluator scores them (``clashes`` of the native pose)."""
+    glycan = parse_iupac("Man(a1-3)[Man(a1-6)]Man(b1-4)GlcNAc")
+    builder = GlycanBuilder(glycan, torch.float64)
+    pairs = separated_pairs(len(builder.atoms), builder.bonds)
+    rng = np.random.default_rng(0)
+    clashing = sum(internal_clashes(builder.build(torch.eye(3, dtype=torch.float64)[None],
+                                                  torch.zeros(1, 3, dtype=torch.float64),
+                                                  torch.tensor(sample_torsions(glycan, 0.6,
+                                                                               rng))[None])[0]
+                                    .numpy(), builder.elements, pairs) > 0 for _ in range(200))
+    assert clashing > 20  # the check has something to catch
+    for _ in range(20):
+        ligand, _ = physical_ligand(glycan, 0.6, rng)
+        assert internal_clashes(ligand, builder.elements, pairs) == 0
+    bench = _complexes(40)
+    for cx in bench.train + bench.test["glycan"]:
+        native = evaluate_pose(complex_topology(cx), cx.protein_xyz, cx.ligand_xyz,
+                               cx.protein_xyz, cx.ligand_xyz)
+        assert native["clashes"] == 0 and native["clash_free"] == 1
+
+
+def test_clash_count_sees_a_folded_glycan_and_a_pose_inside_the_protein():
+    cx = _complexes(2).train[0]
+    topo = complex_topology(cx)
+    atom = int(np.argmin(np.linalg.norm(cx.protein_xyz - cx.ligand_xyz[0], axis=-1)))
+    into_protein = cx.ligand_xyz + (cx.protein_xyz[atom] - cx.ligand_xyz[0])
+    assert evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
+                         into_protein)["clashes"] >= 1
+    i, j = topo.ligand_pairs[0]
+    folded = cx.ligand_xyz.copy()
+    folded[j] = folded[i] + 0.5
+    assert evaluate_pose(topo, cx.protein_xyz, cx.ligand_xyz, cx.protein_xyz,
+                         folded)["clashes"] >= 1
+
+
+@pytest.mark.parametrize("suffix", [".cif", ".pdb"])
+def test_files_take_bonds_from_the_glycan_graph_even_for_overlapping_atoms(tmp_path, suffix):
+    """Bonds inferred from distances join two overlapping atoms and make them
+    interchangeable (a reference with O6 and O3 swapped then scores 0 from files); bonds
+    from the monosaccharide templates and the link records keep the file path equal to the
+    in-memory path, on a clashing reference and on a physical one, and without link records
+    (the glycosidic bond then found from C1)."""
+    pytest.importorskip("gemmi")
+    cx = _complexes(2).train[1]
+    builder = GlycanBuilder(cx.glycan)
+    index = {atom: k for k, atom in enumerate(builder.atoms)}
+    residue = next(r for r in range(len(cx.glycan)) if (r, "O6") in index and (r, "O3") in index)
+    o6, o3 = index[residue, "O6"], index[residue, "O3"]
+    swapped = cx.ligand_xyz.copy()
+    swapped[[o6, o3]] = swapped[[o3, o6]]
+    clashing = copy.deepcopy(cx)
+    clashing.ligand_xyz = cx.ligand_xyz.copy()
+    clashing.ligand_xyz[o6] = clashing.ligand_xyz[o3] + 0.3  # O6 folded onto O3
+    for reference in (cx, clashing):
+        pose = swapped if reference is cx else clashing.ligand_xyz[
+            np.r_[[o3 if k == o6 else o6 if k == o3 else k for k in range(len(index))]]]
+        direct = evaluate_pose(complex_topology(reference), reference.protein_xyz,
+                               reference.ligand_xyz, reference.protein_xyz, pose)
+        ref = write_structure(tmp_path / f"ref{suffix}", reference)
+        pred = write_structure(tmp_path / f"pred{suffix}", reference, pose)
+        from_files = evaluate_files(ref, pred)
+        assert direct["lrmsd"] > 0.1
+        for key in ("lrmsd", "clashes", "dockqc"):
+            assert from_files[key] == pytest.approx(direct[key], abs=2e-3), key
+    text = ref.read_text()
+    unlinked = tmp_path / f"unlinked{suffix}"
+    unlinked.write_text("\n".join(line for line in text.splitlines()
+                                  if not line.startswith("LINK") and "glyco" not in line))
+    assert evaluate_files(unlinked, pred)["lrmsd"] == pytest.approx(from_files["lrmsd"], abs=2e-3)
 
 
 def test_topological_features():

@@ -3,9 +3,8 @@ paper's claims, the report on a fixture folder of runs, and the README table's f
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from pathlib import Path
 
 import pytest

@@ -1,7 +1,7 @@
-"""Glycan chemistry for docking, in four parts: CHI torsion energies (``chi``),
-monosaccharides and glycan trees with the IUPAC-condensed parser (``trees``), Protenix
-input files (``protenix``), and the differentiable builder from internal coordinates
-(``geometry``). The public names are importable from ``data.glycans``."""
+"""Glycan chemistry for docking, in five parts: CHI torsion energies (``chi``), monosaccharides and
+glycan trees with the IUPAC-condensed parser (``trees``), Protenix input files (``protenix``),
+the differentiable builder from internal coordinates (``geometry``) and steric clash tests
+(``clashes``). The public names are importable from ``data.glycans``."""
 
 from data.glycans.chi import (
     CHI_KINDS,
@@ -9,6 +9,11 @@ from data.glycans.chi import (
     chi_derivative,
     chi_energy,
     wrap_to_domain,
+)
+from data.glycans.clashes import (
+    contact_clashes,
+    internal_clashes,
+    separated_pairs,
 )
 from data.glycans.geometry import (
     RING,
@@ -42,7 +47,8 @@ from data.glycans.trees import (
 __all__ = [
     "CHI_KINDS", "CHI_PARAMS", "CODE_OF", "Glycan", "GlycanBuilder", "LINK_POSITIONS",
     "MONOSACCHARIDES", "Monosaccharide", "RING", "RING_BOND", "RING_PUCKER", "SUGARS",
-    "bond_angle", "canonical_glycan", "chi_derivative", "chi_energy", "dihedral", "from_protenix",
-    "has_oxygen", "monosaccharide", "parse_iupac", "phi_kind", "place_atom", "psi_kind",
-    "residue_template", "to_protenix", "wrap_to_domain",
+    "bond_angle", "canonical_glycan", "chi_derivative", "chi_energy", "contact_clashes",
+    "dihedral", "from_protenix", "has_oxygen", "internal_clashes", "monosaccharide",
+    "parse_iupac", "phi_kind", "place_atom", "psi_kind", "residue_template", "separated_pairs",
+    "to_protenix", "wrap_to_domain",
 ]

@@ -90,7 +90,7 @@ def residue_template(code: str) -> tuple[tuple[str, ...], np.ndarray, tuple]:
         xyz["O6"] = place_atom(t["O5"], t["C5"], t["C6"], C_O, 111.0, 60.0).numpy()
         bonds.append(("C6", "O6"))
     if m.n_acetyl:
-        xyz["C7"] = place_atom(t["C1"], t["C2"], t["N2"], 1.33, 123.0, -100.0).numpy()
+        xyz["C7"] = place_atom(t["C1"], t["C2"], t["N2"], 1.33, 123.0, 100.0).numpy()
         t["C7"] = torch.tensor(xyz["C7"])
         xyz["O7"] = place_atom(t["C2"], t["N2"], t["C7"], 1.23, 122.0, 0.0).numpy()
         xyz["C8"] = place_atom(t["C2"], t["N2"], t["C7"], 1.50, 116.0, 180.0).numpy()

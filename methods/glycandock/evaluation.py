@@ -20,6 +20,14 @@ atoms (any docking or structure-prediction model's output, matched by atom keys)
   ring centroids of the monosaccharides touching the protein in the reference (all rings when
   none does) after the pocket superposition; DockQC = (fnat + 1/(1+(RIRMS/2)^2) +
   1/(1+(LRMS/4)^2))/3.
+- Clashes (``data.glycans.clashes``): atom pairs of the predicted pose closer than 0.75 times
+  their van der Waals radii, within the glycan (pairs at least four bonds apart) and between
+  the glycan and the protein; ``clash_free`` marks a pose with none.
+
+Bonds come from the glycan's graph: the builder's in memory, and for files each residue's
+monosaccharide template (by atom name) plus the file's link records (or, without them, each
+child residue's C1 to the nearest oxygen of another residue), never from distances between
+all atoms, which would join overlapping atoms of a clashing structure.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from data.glycans.clashes import contact_clashes, internal_clashes
 
 BACKBONE = ("N", "CA", "C", "O")
 CONTACT, INTERFACE = 5.0, 10.0
@@ -86,6 +96,29 @@ class PoseTopology:
     ligand_residue: np.ndarray  # (N,) monosaccharide index of each glycan atom
     ligand_ring: np.ndarray  # (N,) bool: ring atom (C1..C5, O5)
     automorphisms: np.ndarray  # (k, N)
+    ligand_elements: list[str]  # (N,)
+    ligand_pairs: np.ndarray  # (p, 2) glycan atom pairs tested for clashes
+    protein_elements: list[str]  # (M,)
+
+    @classmethod
+    def of(cls, protein_residue, protein_names, ligand_residue, ligand_names, bonds,
+           automorphism_cache: dict | None = None, cache_key=None) -> PoseTopology:
+        """From residue indices and atom names (elements are the names' first letters) and
+        the glycan's covalent bonds; ``automorphism_cache[cache_key]`` reuses automorphisms
+        of a glycan seen before."""
+        from data.glycans import RING, separated_pairs
+
+        elements = [name[0] for name in ligand_names]
+        cache = {} if automorphism_cache is None or cache_key is None else automorphism_cache
+        if cache_key not in cache:
+            cache[cache_key] = automorphisms(elements, bonds)
+        return cls(protein_residue=np.asarray(protein_residue),
+                   protein_backbone=np.array([n in BACKBONE for n in protein_names]),
+                   ligand_residue=np.asarray(ligand_residue),
+                   ligand_ring=np.array([n in RING for n in ligand_names]),
+                   automorphisms=cache[cache_key], ligand_elements=elements,
+                   ligand_pairs=separated_pairs(len(elements), bonds),
+                   protein_elements=[n[0] for n in protein_names])
 
 
 def _contacts(protein, p_res, ligand, l_res, cutoff) -> set[tuple[int, int]]:
@@ -125,7 +158,11 @@ def evaluate_pose(topo: PoseTopology, ref_protein: np.ndarray, ref_ligand: np.nd
     centroids = [(model_ligand[(l_res == s) & ring].mean(0), ref_ligand[(l_res == s) & ring]
                   .mean(0)) for s in touching]
     rirms = rmsd(np.array([c[0] for c in centroids]), np.array([c[1] for c in centroids]))
-    return {"lrmsd": lrmsd, "success2A": float(lrmsd < 2.0), "success5A": float(lrmsd < 5.0),
+    clashes = (internal_clashes(pred_ligand, topo.ligand_elements, topo.ligand_pairs)
+               + contact_clashes(pred_ligand, topo.ligand_elements, pred_protein,
+                                 topo.protein_elements))
+    return {"clashes": float(clashes), "clash_free": float(clashes == 0), "lrmsd": lrmsd,
+            "success2A": float(lrmsd < 2.0), "success5A": float(lrmsd < 5.0),
             "fnat": fnat, "irms": irms, "lrms": lrms,
             "dockq": dockq_formula(fnat, irms, lrms),
             "dockq_small_molecule": dockq_formula(0.0, 0.0, lrmsd),
@@ -134,39 +171,56 @@ def evaluate_pose(topo: PoseTopology, ref_protein: np.ndarray, ref_ligand: np.nd
 
 # ------------------------------------------------------------------ complexes and files
 
-COVALENT_RADIUS = {"C": 0.76, "N": 0.71, "O": 0.66, "S": 1.05}
+def sugar_bonds(keys: list[tuple], links: list[tuple[tuple, tuple]]) -> list[tuple[int, int]]:
+    """Covalent bonds between sugar atoms keyed (chain, residue number, CCD code, atom name):
+    within a residue from its monosaccharide template, by atom name; between residues from
+    ``links``, pairs of keys (see :func:`glycosidic_links`)."""
+    from data.glycans import residue_template
+
+    index = {k: i for i, k in enumerate(keys)}
+    bonds = []
+    for residue in dict.fromkeys(k[:3] for k in keys):
+        names, _, template_bonds = residue_template(residue[2])
+        for a, b in template_bonds:
+            ia, ib = index.get((*residue, names[a])), index.get((*residue, names[b]))
+            if ia is not None and ib is not None:
+                bonds.append((ia, ib))
+    bonds += [(index[a], index[b]) for a, b in links if a in index and b in index]
+    return bonds
 
 
-def infer_bonds(elements: list[str], xyz: np.ndarray) -> list[tuple[int, int]]:
-    """Covalent bonds by distance (d < r_i + r_j + 0.4 A, DockQ's rule)."""
-    radius = np.array([COVALENT_RADIUS.get(e, 0.76) for e in elements])
-    d = np.linalg.norm(xyz[:, None] - xyz[None], axis=-1)
-    i, j = np.nonzero(np.triu(d < radius[:, None] + radius[None] + 0.4, 1))
-    return list(zip(i.tolist(), j.tolist(), strict=True))
+def glycosidic_links(keys: list[tuple], xyz: np.ndarray, links: list) -> list[tuple]:
+    """``links`` plus, for each residue without O1 and without a link record, the bond from
+    its C1 to the nearest oxygen of another residue (the glycosidic oxygen)."""
+    linked = {k[:2] for pair in links for k in pair}
+    residues = dict.fromkeys(k[:3] for k in keys)
+    out = list(links)
+    for residue in residues:
+        names = {k[3] for k in keys if k[:3] == residue}
+        if "O1" in names or residue[:2] in linked or "C1" not in names:
+            continue
+        c1 = keys.index((*residue, "C1"))
+        others = [i for i, k in enumerate(keys) if k[:3] != residue and k[3].startswith("O")]
+        if others:
+            nearest = others[int(np.argmin(np.linalg.norm(xyz[others] - xyz[c1], axis=-1)))]
+            out.append((keys[c1], keys[nearest]))
+    return out
 
 
 def complex_topology(cx, automorphism_cache: dict | None = None) -> PoseTopology:
     """The evaluator's atom facts of a synthetic complex (``data.glycan_complexes.Complex``)."""
-    from data.glycans import RING, GlycanBuilder
+    from data.glycans import GlycanBuilder
 
     builder = GlycanBuilder(cx.glycan)
-    key = cx.topology
-    cache = {} if automorphism_cache is None else automorphism_cache
-    if key not in cache:
-        cache[key] = automorphisms(builder.elements, builder.bonds)
-    return PoseTopology(
-        protein_residue=np.array([r for r, _ in cx.protein_atoms]),
-        protein_backbone=np.array([n in BACKBONE for _, n in cx.protein_atoms]),
-        ligand_residue=np.array([r for r, _ in builder.atoms]),
-        ligand_ring=np.array([n in RING for _, n in builder.atoms]),
-        automorphisms=cache[key])
+    return PoseTopology.of([r for r, _ in cx.protein_atoms], [n for _, n in cx.protein_atoms],
+                           [r for r, _ in builder.atoms], [n for _, n in builder.atoms],
+                           builder.bonds, automorphism_cache, cx.topology)
 
 
 def evaluate_files(reference, prediction) -> dict[str, float]:
     """Every metric of a predicted structure file against its reference file (PDB/mmCIF)."""
     from common.errors import UserError
     from data.glycan_complexes import read_structure
-    from data.glycans import RING
 
     ref, pred = read_structure(reference), read_structure(prediction)
     p_index = {k: i for i, k in enumerate(pred.protein_keys)}
@@ -181,14 +235,11 @@ def evaluate_files(reference, prediction) -> dict[str, float]:
     residue_id = {k: n for n, k in enumerate(sorted(residues))}
     sugar_id = {k: n for n, k in enumerate(sorted({k[:2] for k in ref.sugar_keys}))}
     keys = [ref.sugar_keys[i] for i in s_common]
-    elements = [k[3][0] for k in keys]
     ref_ligand = ref.sugar_xyz[s_common]
-    topo = PoseTopology(
-        protein_residue=np.array([residue_id[ref.protein_keys[i][:2]] for i in p_common]),
-        protein_backbone=np.array([ref.protein_keys[i][2] in BACKBONE for i in p_common]),
-        ligand_residue=np.array([sugar_id[k[:2]] for k in keys]),
-        ligand_ring=np.array([k[3] in RING for k in keys]),
-        automorphisms=automorphisms(elements, infer_bonds(elements, ref_ligand)))
+    bonds = sugar_bonds(keys, glycosidic_links(keys, ref_ligand, ref.sugar_links))
+    topo = PoseTopology.of([residue_id[ref.protein_keys[i][:2]] for i in p_common],
+                           [ref.protein_keys[i][2] for i in p_common],
+                           [sugar_id[k[:2]] for k in keys], [k[3] for k in keys], bonds)
     return evaluate_pose(topo, ref.protein_xyz[p_common], ref_ligand,
                          pred.protein_xyz[[p_index[ref.protein_keys[i]] for i in p_common]],
                          pred.sugar_xyz[[s_index[k] for k in keys]])

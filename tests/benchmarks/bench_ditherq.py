@@ -30,7 +30,8 @@ def torch_seconds_per_vector(dim: int, batch: int, repeats: int) -> tuple[float,
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as info:
-            names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+            names = [line.split(":", 1)[1].strip() for line in info
+                     if line.startswith("model name")]
     except OSError:
         names = []
     return f"{names[0] if names else platform.processor() or platform.machine()}, " \
