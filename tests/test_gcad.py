@@ -132,6 +132,33 @@ def test_side_keys_put_the_prompt_back_exactly():
     torch.testing.assert_close(rebuilt, with_prompt, atol=1e-6, rtol=1e-5)
 
 
+def test_mean_states_are_the_layer_outputs_the_residual_hook_shifts():
+    """The residual direction's per-layer means (a padded batch) are each decoder layer's
+    output before the final norm (the tensor ``residual_hook`` adds to), measured here row by
+    row without padding, the last layer included, where ``hidden_states[-1]`` is normed."""
+    from methods.gcad.steering import _mean_states
+
+    model = _tiny_llama(40, layers=2)
+    rows, system_length = [[1, 5, 7, 9, 11], [1, 6, 8, 10]], 2
+    _, _, hidden = _mean_states(model, rows, system_length, 0)
+    outputs = {layer: [] for layer in range(2)}
+    handles = [block.register_forward_hook(
+        lambda m, a, o, layer=layer: outputs[layer].append(
+            (o[0] if isinstance(o, tuple) else o)[0, system_length:]))
+        for layer, block in enumerate(model.model.layers)]
+    normed = []
+    with torch.no_grad():
+        for row in rows:
+            out = model(input_ids=torch.tensor([row]), output_hidden_states=True)
+            normed.append(out.hidden_states[-1][0, system_length:])
+    for handle in handles:
+        handle.remove()
+    for layer in range(2):
+        torch.testing.assert_close(hidden[layer], torch.cat(outputs[layer]).mean(0),
+                                   atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(hidden[-1], torch.cat(normed).mean(0), atol=1e-3)
+
+
 def _exact_signals(model, system_ids):
     keys, values = side_cache(model, system_ids)
     cfg = model.config

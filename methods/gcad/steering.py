@@ -235,11 +235,21 @@ def _mean_states(model, rows: list[list[int]], system_length: int, pad_id: int):
     keep = mask.bool() & ~system_keys
     controller = Controller([Variant("none")] * len(rows), [None] * len(rows), 0, device)
     controller.recorder = _Recorder(system_keys, keep)
-    with attached(model, controller):
-        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    hidden = []  # each decoder layer's output, before any final norm: what residual_hook shifts
+
+    def record(module, args, output):
+        states = output[0] if isinstance(output, tuple) else output
+        hidden.append((states * keep[..., None]).sum((0, 1)))
+
+    handles = [layer.register_forward_hook(record) for layer in decoder_layers(model)]
+    try:
+        with attached(model, controller):
+            model(input_ids=ids, attention_mask=mask)
+    finally:
+        for handle in handles:
+            handle.remove()
     count = keep.sum()
     layers = sorted(controller.recorder.direction)
     direction = torch.stack([controller.recorder.direction[i].sum(0) for i in layers]) / count
     mass = torch.stack([controller.recorder.mass[i].sum(0) for i in layers]) / count
-    hidden = torch.stack([(h * keep[..., None]).sum((0, 1)) for h in out.hidden_states[1:]])
-    return direction.cpu(), mass.cpu(), (hidden / count).float().cpu()
+    return direction.cpu(), mass.cpu(), (torch.stack(hidden) / count).float().cpu()
