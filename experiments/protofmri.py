@@ -23,9 +23,11 @@ from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from methods.protofmri import (
+    MaxReadout,
     PatchFeatures,
     auroc_table,
     concept_tuning,
+    fit_pooled_readout,
     fit_prototypes,
     match_concepts,
     noise_ceiling,
@@ -67,8 +69,8 @@ def synthesis_selectivity(features, layer, readout, population, scenes, images: 
         seeds = rng.integers(2**31, size=len(lacking))
         before, masks_before = _render_each(lacking, seeds)
         after, masks_after = _render_each([s + [concept] for s in lacking], seeds)
-        predicted = (readout.predict(layer(features.tokens(after)))
-                     - readout.predict(layer(features.tokens(before)))).mean(0)
+        predicted = (readout.predict(layer.sparse_maps(features.tokens(after)))
+                     - readout.predict(layer.sparse_maps(features.tokens(before)))).mean(0)
         true = (clean_responses(population, masks_after)
                 - clean_responses(population, masks_before)).mean(0)
         tuned = predicted >= np.quantile(predicted, 0.9)
@@ -91,10 +93,12 @@ def image_synthesis(features, layer, readout, population, images: np.ndarray,
         k = int(match[concept])
         after = synthesize(features, layer, lacking, k, protocol.image_synthesis_steps,
                            protocol.image_synthesis_lr, protocol.image_synthesis_hold)
-        a0, a1 = layer(features.tokens(lacking)), layer(features.tokens(after))
+        maps0 = layer.sparse_maps(features.tokens(lacking))
+        maps1 = layer.sparse_maps(features.tokens(after))
+        a0, a1 = maps0.max(-1), maps1.max(-1)
         target_rise.append((a1[:, k] - a0[:, k]).mean())
         off_target.append(np.abs(np.delete(a1 - a0, k, axis=1)).mean())
-        rise = (readout.predict(a1) - readout.predict(a0)).mean(0)
+        rise = (readout.predict(maps1) - readout.predict(maps0)).mean(0)
         tuned = population.weights[:, concept] > 0
         selectivity.append((rise[tuned].mean() - rise[~tuned].mean()) / unit)
         pairs.append((lacking[0], after[0]))
@@ -144,13 +148,18 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
     else:  # kmeans
         layer = fit_prototypes(tokens[train], method.prototypes, method.top_k,
                                method.threshold_quantile, method.salient_fraction, rng)
-    a = layer(tokens)
+    maps = layer.sparse_maps(tokens)
+    a = maps.max(-1)
     alphas = list(protocol.alphas)
-    readout = ridge_cv(a[train], y[train], alphas, protocol.folds, rng)
+    if method.readout.name == "receptive_field":
+        readout = fit_pooled_readout(maps[train], y[train], list(method.receptive_field_sigmas),
+                                     alphas, protocol.folds, rng)
+    else:
+        readout = MaxReadout(ridge_cv(a[train], y[train], alphas, protocol.folds, rng))
     flat = tokens.reshape(len(images), -1)
     blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, rng)
     return Encoders(features, tokens, layer, a, readout,
-                    pearson(readout.predict(a[test]), y[test]),
+                    pearson(readout.predict(maps[test]), y[test]),
                     pearson(blackbox.predict(flat[test]), y[test]))
 
 

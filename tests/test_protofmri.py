@@ -23,6 +23,7 @@ from methods.protofmri import (
     auroc,
     auroc_table,
     concept_tuning,
+    fit_pooled_readout,
     fit_prototypes,
     noise_ceiling,
     push,
@@ -32,6 +33,8 @@ from methods.protofmri import (
     synthesize,
     tuning_recovery,
 )
+
+from methods.protofmri.model import gaussian_pools
 
 from .conftest import run_failing, run_paper
 
@@ -373,3 +376,34 @@ def test_nsd_layout_groups_repeats_and_runs(tmp_path):
     _, failed = run_failing(["+paper=protofmri", "dataset=nsd", f"dataset.root={tmp_path}",
                              "dataset.sessions=2"], tmp_path / "fail")
     assert "experimental design not found" in failed["error"]
+
+
+def test_pooled_readout_finds_each_voxels_receptive_field():
+    """Voxels that pool planted prototype maps through known Gaussian fields (centres on the
+    8 x 8 patch grid, widths 1 and 2 patches): the fit names each field and predicts held-out
+    responses almost exactly, where one global max per prototype cannot see position."""
+    rng = np.random.default_rng(0)
+    n, k, side = 600, 4, 8
+    maps = np.maximum(rng.standard_normal((n, k, side * side)), 0) * (rng.random((n, k, 1)) < .5)
+    pools = gaussian_pools(side, [1.0, 2.0])
+    fields = rng.choice(len(pools), 20, replace=False)
+    beta = rng.lognormal(0, 0.5, (k, 20))
+    y = np.einsum("nkp,vp,kv->nv", maps, pools[fields], beta)
+    y = y + 0.01 * y.std() * rng.standard_normal(y.shape)
+    readout = fit_pooled_readout(maps[:500], y[:500], [1.0, 2.0], [1e-3, 1e-1, 10.0], 5, rng)
+    assert np.array_equal(readout.pools[readout.field], pools[fields])
+    r = [np.corrcoef(readout.predict(maps[500:])[:, v], y[500:, v])[0, 1] for v in range(20)]
+    assert min(r) > 0.99
+    blind = ridge_cv(maps[:500].max(-1), y[:500], [1e-3, 1e-1, 10.0], 5, rng)
+    r_max = [np.corrcoef(blind.predict(maps[500:].max(-1))[:, v], y[500:, v])[0, 1]
+             for v in range(20)]
+    assert np.mean(r_max) < 0.9
+
+
+def test_sparse_maps_keep_the_top_k_prototypes_of_each_image():
+    rng = np.random.default_rng(1)
+    tokens = rng.standard_normal((5, 16, 6))
+    layer = fit_prototypes(tokens, 6, 2, 0.5, 1.0, rng)
+    maps = layer.sparse_maps(tokens)
+    assert np.array_equal(maps.max(-1), layer(tokens))
+    assert ((maps.max(-1) > 0).sum(1) <= 2).all()

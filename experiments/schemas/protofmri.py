@@ -23,6 +23,11 @@ class PrototypeSelection(Enum):
     kmeans = "kmeans"  # k-means prototypes, no voxel data
 
 
+class Readout(Enum):
+    receptive_field = "receptive_field"  # each voxel pools the activation maps through its pRF
+    max = "max"  # one global max per prototype, blind to position
+
+
 @dataclass
 class ProtoFMRIConfig(MethodConfig):
     backbone: str = MISSING  # random_cnn (offline) | a vision transformer's hub id
@@ -34,6 +39,8 @@ class ProtoFMRIConfig(MethodConfig):
     top_k: int = MISSING  # prototypes kept active per image (RECON)
     threshold_quantile: float = unit()  # theta_k: this quantile of s_k over training patches
     salient_fraction: float = share()  # k-means on this largest-norm share of patch tokens
+    readout: Readout = MISSING  # how the voxel readout sees the prototype activations
+    receptive_field_sigmas: list[float] = positive()  # candidate pRF widths, patch units
 
 
 @dataclass

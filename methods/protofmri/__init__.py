@@ -16,9 +16,12 @@ from methods.protofmri.analysis import (
 )
 from methods.protofmri.model import (
     HubPatchFeatures,
+    MaxReadout,
     PatchFeatures,
+    PooledReadout,
     PrototypeLayer,
     Ridge,
+    fit_pooled_readout,
     fit_prototypes,
     patch_features,
     push,
@@ -29,8 +32,9 @@ from methods.protofmri.model import (
 )
 
 __all__ = [
-    "HubPatchFeatures", "PatchFeatures", "PrototypeLayer", "Ridge", "attributions", "auroc",
-    "auroc_table", "concept_tuning", "fit_prototypes", "match_concepts", "noise_ceiling",
+    "HubPatchFeatures", "MaxReadout", "PatchFeatures", "PooledReadout", "PrototypeLayer",
+    "Ridge", "attributions", "auroc", "auroc_table", "concept_tuning", "fit_pooled_readout",
+    "fit_prototypes", "match_concepts", "noise_ceiling",
     "patch_features", "patch_grid", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
     "select_prototypes", "synthesize", "tuning_recovery",
 ]

@@ -13,8 +13,12 @@
   larger k-means pool to real patches and keeps the K candidates that best explain the
   training voxels, chosen greedily (orthogonal matching pursuit over all voxels at once);
   ``kmeans`` keeps K k-means centres directly.
-- Readout y_v = W_v a + b_v by ridge in closed form, alpha per voxel from a grid by
-  k-fold cross-validation; the black-box baseline is the same ridge on the full tokens.
+- Readout (``method.readout``), ridge in closed form with alpha per voxel from a grid by
+  k-fold cross-validation: ``receptive_field`` (default) pools each prototype's activation
+  map through the voxel's own Gaussian receptive field over the patch grid, chosen per voxel
+  from candidate centres and widths ("where-what" factorized encoding), y_v = sum_k W_vk
+  sum_p g_v(p) A_kp + b_v; ``max`` is y_v = W_v a + b_v on the global maxima a. The
+  black-box baseline is the same ridge on the full tokens.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+
+from methods.protofmri.analysis import patch_grid
 
 
 class PatchFeatures(nn.Module):
@@ -126,14 +132,20 @@ class PrototypeLayer:
         """(N, K, P) ReLU(s_kp - theta_k): where on the image each prototype fires."""
         return np.maximum(self.similarities(tokens) - self.thresholds[None, :, None], 0.0)
 
-    def __call__(self, tokens: np.ndarray) -> np.ndarray:
-        """(N, K) sparse activations: max over patches, the top_k largest kept per image."""
-        a = self.patch_activations(tokens).max(-1)
+    def sparse_maps(self, tokens: np.ndarray) -> np.ndarray:
+        """(N, K, P) patch activations of the top_k prototypes of each image (ranked by
+        their largest patch activation), zero for the others."""
+        maps = self.patch_activations(tokens)
+        a = maps.max(-1)
         if self.top_k < a.shape[1]:
             cut = -np.partition(-a, self.top_k - 1, axis=1)[:, self.top_k - 1:self.top_k]
             rank = np.argsort(np.argsort(-a, axis=1, kind="stable"), axis=1)
-            a = np.where((a >= cut) & (rank < self.top_k), a, 0.0)
-        return a
+            maps = maps * ((a >= cut) & (rank < self.top_k))[..., None]
+        return maps
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        """(N, K) sparse activations: max over patches, the top_k largest kept per image."""
+        return self.sparse_maps(tokens).max(-1)
 
 
 def synthesize(features: PatchFeatures, layer: PrototypeLayer, images: np.ndarray, target: int,
@@ -280,3 +292,75 @@ def ridge_cv(x: np.ndarray, y: np.ndarray, alphas, folds: int, rng: np.random.Ge
     best = np.asarray(alphas, dtype=float)[errors.argmin(0)]
     coef, intercept = ridge_fit(x, y, best)
     return Ridge(coef, intercept, best)
+
+
+@dataclass
+class MaxReadout:
+    """Ridge on each prototype's largest patch activation (one global max per prototype):
+    blind to where on the image a prototype fires."""
+
+    ridge: Ridge
+
+    @property
+    def coef(self) -> np.ndarray:  # (K, V)
+        return self.ridge.coef
+
+    def predict(self, maps: np.ndarray) -> np.ndarray:
+        return self.ridge.predict(maps.max(-1))
+
+
+def gaussian_pools(side: int, sigmas) -> np.ndarray:
+    """(G, side * side) Gaussian pooling weights (sum 1) centred on every patch of a square
+    grid, one set per width in ``sigmas`` (patch units)."""
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1)
+    grid = grid.reshape(-1, 2).astype(float)
+    pools = []
+    for sigma in sigmas:
+        d2 = ((grid[:, None, :] - grid[None, :, :]) ** 2).sum(-1)  # (centre, patch)
+        g = np.exp(-d2 / (2 * sigma**2))
+        pools.append(g / g.sum(1, keepdims=True))
+    return np.concatenate(pools)
+
+
+@dataclass
+class PooledReadout:
+    """A "where-what" readout: each voxel pools every prototype's activation map through its
+    own spatial receptive field (a Gaussian over the patch grid), then weighs the pooled
+    prototypes linearly: r_v = sum_k beta_vk sum_p g_v(p) A_kp + b_v."""
+
+    pools: np.ndarray  # (G, P) the receptive fields in use
+    field: np.ndarray  # (V,) index into pools of each voxel's receptive field
+    coef: np.ndarray  # (K, V) beta
+    intercept: np.ndarray  # (V,)
+
+    def pooled(self, maps: np.ndarray) -> np.ndarray:
+        """(N, V, K) each voxel's pooled prototype activations."""
+        return np.einsum("nkp,gp->ngk", maps, self.pools)[:, self.field]
+
+    def predict(self, maps: np.ndarray) -> np.ndarray:
+        return np.einsum("nvk,kv->nv", self.pooled(maps), self.coef) + self.intercept
+
+
+def fit_pooled_readout(maps: np.ndarray, y: np.ndarray, sigmas, alphas, folds: int,
+                       rng: np.random.Generator, select_alpha: float = 1.0) -> PooledReadout:
+    """Each voxel's receptive field is the candidate Gaussian (every patch x ``sigmas``) whose
+    pooled prototypes predict it best on a held-out fifth of the training images (ridge at
+    ``select_alpha``, one SVD per candidate for all voxels); then a ridge per receptive field
+    in use, alpha per voxel by ``folds``-fold cross-validation (:func:`ridge_cv`)."""
+    pools = gaussian_pools(patch_grid(maps.shape[-1]), sigmas)
+    order = rng.permutation(len(maps))
+    held, fit = order[: len(order) // 5], order[len(order) // 5:]
+    pooled = np.einsum("nkp,gp->gnk", maps, pools)  # (G, N, K)
+    errors = np.empty((len(pools), y.shape[1]))
+    for g in range(len(pools)):
+        coef, intercept = ridge_fit(pooled[g, fit], y[fit], select_alpha)
+        errors[g] = ((pooled[g, held] @ coef + intercept - y[held]) ** 2).sum(0)
+    best = errors.argmin(0)
+    used = np.unique(best)
+    coef = np.zeros((maps.shape[1], y.shape[1]))
+    intercept = np.zeros(y.shape[1])
+    for g in used:
+        voxels = np.flatnonzero(best == g)
+        ridge = ridge_cv(pooled[g], y[:, voxels], alphas, folds, rng)
+        coef[:, voxels], intercept[voxels] = ridge.coef, ridge.intercept
+    return PooledReadout(pools[used], np.searchsorted(used, best), coef, intercept)
