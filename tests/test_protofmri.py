@@ -33,7 +33,6 @@ from methods.protofmri import (
     synthesize,
     tuning_recovery,
 )
-
 from methods.protofmri.model import gaussian_pools
 
 from .conftest import run_failing, run_paper
