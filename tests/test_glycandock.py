@@ -7,6 +7,7 @@ trips through the file evaluator, the generator's splits, and protocol runs."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 
@@ -153,6 +154,7 @@ def test_bad_glycans_fail_clearly():
         parse_iupac("Man(a1-3)[Man(a1-6)Man")
 
 
+@functools.cache  # shared by the tests that only read it (copy before changing one)
 def _complexes(n=6, seed=0):
     cfg = OmegaConf.create(dict(families=6, held_out_families=2, topologies=30, max_residues=4,
                                 held_out_topology_fraction=0.3, kt=0.6, train_complexes=n,

@@ -116,7 +116,13 @@ def lasso_path_supports(X: np.ndarray, r: np.ndarray, max_sizes: int = 16) -> li
     steps = min(X.shape[1], len(r), 2 * MAX_SPARSE_SUPPORT)  # LASSO steps may also drop
     with warnings.catch_warnings():  # paired complements make LARS warn on ties; harmless
         warnings.simplefilter("ignore", ConvergenceWarning)
-        _, _, path = lars_path(X, r, method="lasso", max_iter=steps)
+        try:
+            _, _, path = lars_path(X, r, method="lasso", max_iter=steps)
+        except ValueError:
+            # scikit-learn's LASSO modification fails on some rank-deficient paired designs
+            # (after a drop, its active set and coefficients fall out of step; one seed of
+            # the default hit it); the LAR path never drops and gives nested supports
+            _, _, path = lars_path(X, r, method="lar", max_iter=steps)
     by_size: dict[int, np.ndarray] = {}
     for c in path.T:
         support = np.nonzero(np.abs(c) > 1e-12)[0]
