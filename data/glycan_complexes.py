@@ -51,8 +51,8 @@ ONE_LETTER = dict(zip(AMINO_ACIDS, "ARNDCQEGHILKMFPSTWYV", strict=True))
 AROMATIC = ("TRP", "TYR", "PHE")
 ANCHORS = ("ASP", "GLU", "ASN", "GLN")
 RING_NAMES = ("CG", "CD1", "CE1", "CZ", "CE2", "CD2")
-STACK_HEIGHT = 3.8  # the stacking ring's depth below the reducing-end ring (A) at the closest
-ANCHOR_X = 7.0  # the anchor's CA (x, A) at the closest, on the reducing-end ring's C5 side
+STACK_HEIGHT = 4.3  # the stacking ring's plane below the reducing-end ring's centroid (A)
+ANCHOR_X = 9.0  # the anchor's CA (x, A), on the reducing-end ring's C5 side
 
 
 @dataclass
@@ -132,20 +132,23 @@ MAX_DRAWS_PER_STEP, MAX_RESTARTS = 40, 10
 
 
 class Unbuildable(RuntimeError):
-    """A glycan without a clash-free conformation, or none that leaves room for the pocket's
-    floor (a residue under the reducing-end ring's face), within the draws allowed."""
+    """A glycan without a conformation free of clashes with itself and the pocket's floor
+    (e.g. a residue under the reducing-end ring's stacking face) within the draws allowed."""
 
 
-def physical_ligand(glycan: Glycan, kt: float, rng: np.random.Generator
+def physical_ligand(glycan: Glycan, kt: float, rng: np.random.Generator,
+                    pocket_xyz: np.ndarray | None = None, pocket_elements=()
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(coordinates (atoms, 3), torsions (links, 2)) of a reference glycan with no steric
-    clash within itself (``data.glycans.clashes``), grown residue by residue: the root's pose
-    (a small rotation about the stacking geometry), then each linkage in tree order, redrawn
-    from its CHI Boltzmann distribution until the residues placed so far are clash-free; a
-    step without a clash-free draw restarts the glycan. Drawing all linkages at once and
-    rejecting the whole glycan would accept under 1% of the draws for some branched
-    topologies; this samples the Boltzmann distribution restricted to clash-free
-    conformations, up to the bias of the growth order."""
+    clash (``data.glycans.clashes``) within itself or with ``pocket_xyz`` (the pocket's
+    floor), grown residue by residue: the root's pose (a small rotation about the stacking
+    geometry), then each linkage in tree order, each redrawn from its CHI Boltzmann
+    distribution until the residues placed so far are clash-free; a step without a
+    clash-free draw restarts the glycan, and ``Unbuildable`` is raised after
+    ``MAX_RESTARTS``. Drawing all linkages at once and rejecting the whole glycan would
+    accept under 1% of the draws for some branched topologies; this samples the Boltzmann
+    distribution restricted to clash-free conformations, up to the bias of the growth
+    order."""
     builder = GlycanBuilder(glycan, torch.float64)
     residue_of = np.array([r for r, _ in builder.atoms])
     pairs = separated_pairs(len(builder.atoms), builder.bonds)
@@ -158,12 +161,20 @@ def physical_ligand(glycan: Glycan, kt: float, rng: np.random.Generator
     def clash_free(ligand, placed: int) -> bool:  # residues 0..placed-1 (parents first)
         inside = residue_of < placed
         own = pairs[inside[pairs[:, 0]] & inside[pairs[:, 1]]]
-        return not internal_clashes(ligand, builder.elements, own)
+        elements = [e for e, keep in zip(builder.elements, inside, strict=True) if keep]
+        return not (internal_clashes(ligand, builder.elements, own)
+                    or (pocket_xyz is not None and contact_clashes(
+                        ligand[inside], elements, pocket_xyz, pocket_elements)))
 
     for _ in range(MAX_RESTARTS):
         torsions = sample_torsions(glycan, kt, rng)
-        rotation, translation = random_rotation(rng, 8.0), rng.normal(0, 0.3, size=3)
-        ligand = build(rotation, translation, torsions)
+        for _ in range(MAX_DRAWS_PER_STEP):
+            rotation, translation = random_rotation(rng, 8.0), rng.normal(0, 0.3, size=3)
+            ligand = build(rotation, translation, torsions)
+            if clash_free(ligand, 1):
+                break
+        else:
+            continue
         for k, child in enumerate(glycan.links):
             for _ in range(MAX_DRAWS_PER_STEP):
                 torsions[k] = sample_link(kinds[k], kt, rng)
@@ -235,46 +246,28 @@ def _residue_atoms(name, ca, inward, rng, ring_centre=None, ring_normal=None):
     return atoms
 
 
-FLOOR_ATTEMPTS = 10
-
-
-def _floor_residue(touches, place, nearest: float, step: float = 0.25,
-                   steps: int = 12) -> dict | None:
-    """The atoms of a floor residue ``place(distance)`` at the nearest distance from
-    ``nearest`` on (in ``step`` A, at most ``steps``) at which it does not touch the glycan,
-    or None."""
-    for k in range(steps):
-        atoms = place(nearest + k * step)
-        if not touches(atoms):
-            return atoms
-    return None
-
-
 def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: float,
                  rng: np.random.Generator) -> Complex:
-    """One synthetic complex: a physical reference glycan (:func:`physical_ligand`), the
-    pocket's floor fitted under it without touching it, and wall residues that do not touch
-    it either."""
+    """One synthetic complex: the pocket's floor (an aromatic stacking under the reducing-end
+    ring, centroid near the origin with its face down -z, and an anchor toward its C5, +x),
+    a physical reference glycan on it (:func:`physical_ligand`) and wall residues that do
+    not touch the glycan."""
+    residues = [
+        (family.stacker, _residue_atoms(
+            family.stacker, np.array([0.0, 2.4, -2.6 - STACK_HEIGHT]), _unit([0, -0.6, 0.8]),
+            rng, ring_centre=np.array([0.0, 0.0, -STACK_HEIGHT]),
+            ring_normal=np.array([0.0, 0.0, 1.0]))),
+        (family.anchor, _residue_atoms(family.anchor, np.array([ANCHOR_X, 0.0, -2.0]),
+                                       _unit([-1.0, 0.0, 0.2]), rng))]
+    floor = [(atom, xyz) for _, atoms in residues for atom, xyz in atoms.items()]
+    ligand, torsions = physical_ligand(glycan, kt, rng, np.stack([xyz for _, xyz in floor]),
+                                       [atom[0] for atom, _ in floor])
     elements = GlycanBuilder(glycan).elements
-    for _ in range(FLOOR_ATTEMPTS):  # a residue under the root's face leaves no room for one
-        ligand, torsions = physical_ligand(glycan, kt, rng)
 
-        def touches(atoms: dict, ligand=ligand) -> bool:
-            return contact_clashes(ligand, elements, np.stack(list(atoms.values())),
-                                   [atom[0] for atom in atoms]) > 0
+    def touches(atoms: dict) -> bool:
+        return contact_clashes(ligand, elements, np.stack(list(atoms.values())),
+                               [atom[0] for atom in atoms]) > 0
 
-        stacker = _floor_residue(touches, lambda gap: _residue_atoms(
-            family.stacker, np.array([0.0, 2.4, -2.6 - gap]), _unit([0, -0.6, 0.8]), rng,
-            ring_centre=np.array([0.0, 0.0, -gap]), ring_normal=np.array([0.0, 0.0, 1.0])),
-            STACK_HEIGHT)
-        anchor = _floor_residue(touches, lambda x: _residue_atoms(
-            family.anchor, np.array([x, 0.0, -2.0]), _unit([-1.0, 0.0, 0.2]), rng), ANCHOR_X)
-        if stacker is not None and anchor is not None:
-            break
-    else:
-        raise Unbuildable(f"no pocket floor fits under {glycan.to_iupac()} in "
-                           f"{FLOOR_ATTEMPTS} conformations")
-    residues = [(family.stacker, stacker), (family.anchor, anchor)]
     # wall residues: candidate CA sites on the bowl away from the ligand, kept greedily
     # while they stay 3.8 A from every kept CA and no atom of theirs touches the glycan
     theta = np.deg2rad(rng.uniform(60, 170, size=600))
