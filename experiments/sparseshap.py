@@ -23,16 +23,22 @@ class Evaluator:
     """Runs estimators on games and keeps the evaluation count honest."""
 
     def __init__(self, cfg: DictConfig, rng: np.random.Generator) -> None:
-        self.rng = rng
+        self.seed = int(rng.integers(2**31))
         self.total_evaluations = 0
         method = cfg.method
         self.sparse_kwargs = {k: (getattr(method, k).name if hasattr(getattr(method, k), "name")
                                   else getattr(method, k)) for k in SPARSE_OPTIONS if k in method}
 
-    def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int) -> float:
+    def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int,
+               draw: int) -> float:
+        """Relative error of one estimate; the sampling seed depends on the game's index
+        ``draw``, n and the budget only, so every estimator sees the same random stream
+        (Leverage SHAP and Sparse Leverage SHAP with its default sizes: the same
+        coalitions) and their errors are compared on the same draws."""
         value = CountingValueFunction(game, n)
         kwargs = self.sparse_kwargs if estimator == "sparse_leverage_shap" else {}
-        est = ESTIMATORS[estimator](value, int(budget), self.rng, **kwargs)
+        rng = np.random.default_rng([self.seed, draw, n, int(budget)])
+        est = ESTIMATORS[estimator](value, int(budget), rng, **kwargs)
         if value.evaluations > budget:
             raise RuntimeError(f"{estimator} used {value.evaluations} > {budget} evaluations")
         self.total_evaluations += value.evaluations
@@ -77,7 +83,8 @@ def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, 
     games = [_sparse_game(cfg_sparse, n, s, np.random.default_rng([r, s])) for r in range(reps)]
     previous = None
     for budget in budgets:
-        err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget) for g, phi in games]))
+        err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget, r)
+                                  for r, (g, phi) in enumerate(games)]))
         if err <= target:
             if previous is None or not previous[1] > err > 0:
                 return float(budget)
@@ -98,8 +105,8 @@ def real_game_experiment(ev: Evaluator, estimators, real_cfg, protocol, rows: li
         budget = multiple * n_real
         median = {}
         for est in estimators:
-            median[est] = float(np.nanmedian([ev.relerr(est, g, phi, nr, budget)
-                                              for g, phi, nr in real]))
+            median[est] = float(np.nanmedian([ev.relerr(est, g, phi, nr, budget, r)
+                                              for r, (g, phi, nr) in enumerate(real)]))
             rows.append({"game": f"real_{real_cfg.source}", "estimator": est,
                          "budget": budget, "relerr_median": median[est]})
             metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}_{multiple}n"] = (
@@ -171,7 +178,8 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     for est in ctx.progress(estimators, "estimators (sparse game)"):
         curves[est] = []
         for budget in budgets:
-            errs = np.array([ev.relerr(est, g, phi, n, budget) for g, phi in games])
+            errs = np.array([ev.relerr(est, g, phi, n, budget, r)
+                             for r, (g, phi) in enumerate(games)])
             q1, med, q3 = np.nanpercentile(errs, [25, 50, 75])
             curves[est].append((budget, q1, med, q3))
             rows.append({"game": f"sparse_n{n}_s{s}", "estimator": est, "budget": budget,
