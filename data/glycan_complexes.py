@@ -52,7 +52,8 @@ AROMATIC = ("TRP", "TYR", "PHE")
 ANCHORS = ("ASP", "GLU", "ASN", "GLN")
 RING_NAMES = ("CG", "CD1", "CE1", "CZ", "CE2", "CD2")
 STACK_HEIGHT = 4.3  # the stacking ring's plane below the reducing-end ring's centroid (A)
-ANCHOR_X = 9.0  # the anchor's CA (x, A), on the reducing-end ring's C5 side
+ANCHOR_X = 7.0  # the anchor's CA (x, A), on the reducing-end ring's C5 side
+ANCHOR_INWARD = (-1.0, 0.0, -0.3)  # its side chain, below a beta-O1 (not onto it)
 
 
 @dataclass
@@ -258,7 +259,7 @@ def make_complex(name: str, family_id: int, family: Family, glycan: Glycan, kt: 
             rng, ring_centre=np.array([0.0, 0.0, -STACK_HEIGHT]),
             ring_normal=np.array([0.0, 0.0, 1.0]))),
         (family.anchor, _residue_atoms(family.anchor, np.array([ANCHOR_X, 0.0, -2.0]),
-                                       _unit([-1.0, 0.0, 0.2]), rng))]
+                                       _unit(ANCHOR_INWARD), rng))]
     floor = [(atom, xyz) for _, atoms in residues for atom, xyz in atoms.items()]
     ligand, torsions = physical_ligand(glycan, kt, rng, np.stack([xyz for _, xyz in floor]),
                                        [atom[0] for atom, _ in floor])
