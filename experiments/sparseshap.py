@@ -30,14 +30,15 @@ class Evaluator:
                                   else getattr(method, k)) for k in SPARSE_OPTIONS if k in method}
 
     def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int,
-               draw: int) -> float:
-        """Relative error of one estimate; the sampling seed depends on the game's index
-        ``draw``, n and the budget only, so every estimator sees the same random stream
-        (Leverage SHAP and Sparse Leverage SHAP with its default sizes: the same
-        coalitions) and their errors are compared on the same draws."""
+               *draw: int) -> float:
+        """Relative error of one estimate; the sampling seed depends on ``draw`` (the game's
+        index, and a stream number where several are wanted), n and the budget only, so
+        every estimator sees the same random stream (Leverage SHAP and Sparse Leverage SHAP
+        with its default sizes: the same coalitions) and their errors are compared on the
+        same draws."""
         value = CountingValueFunction(game, n)
         kwargs = self.sparse_kwargs if estimator == "sparse_leverage_shap" else {}
-        rng = np.random.default_rng([self.seed, draw, n, int(budget)])
+        rng = np.random.default_rng([self.seed, n, int(budget), *draw])
         est = ESTIMATORS[estimator](value, int(budget), rng, **kwargs)
         if value.evaluations > budget:
             raise RuntimeError(f"{estimator} used {value.evaluations} > {budget} evaluations")
@@ -75,15 +76,16 @@ def _real_games(cfg_real, rng):
 
 
 def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, reps: int,
-                     budgets, target: float, rng) -> float:
+                     budgets, target: float, stream: int = 0) -> float:
     """Budget at which the median relative error first reaches ``target``: the first grid
     budget at or below it, interpolated on log-log axes with the grid point before (the grid
     alone would quantize the fitted exponents); inf if the grid never gets there.
-    Games of repetition r are seeded by r alone, so every n sees the same coefficients."""
+    Games of repetition r are seeded by r alone, so every n sees the same coefficients;
+    ``stream`` numbers an independent sampling stream."""
     games = [_sparse_game(cfg_sparse, n, s, np.random.default_rng([r, s])) for r in range(reps)]
     previous = None
     for budget in budgets:
-        err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget, r)
+        err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget, r, stream)
                                   for r, (g, phi) in enumerate(games)]))
         if err <= target:
             if previous is None or not previous[1] > err > 0:
@@ -129,12 +131,11 @@ def scaling_experiment(ev: Evaluator, sparse_cfg, n: int, s: int, protocol, ctx:
     runs = [("sparse_leverage_shap", "n", seed) for seed in range(scaling.seeds)]
     runs += [("sparse_leverage_shap", "s", 0), ("leverage_shap", "n", 0)]
     for est, axis, seed in runs:
-        rng = ctx.rng if seed == 0 else np.random.default_rng([ctx.seed, seed])
         for val in ctx.progress(list(scaling[f"{axis}_values"]),
                                 f"{est} budget vs {axis} (seed {seed})"):
             nn, ss = (val, s) if axis == "n" else (n, val)
             need = budget_to_target(ev, est, sparse_cfg, nn, ss, scaling.repetitions,
-                                    list(scaling.budgets), protocol.target_error, rng)
+                                    list(scaling.budgets), protocol.target_error, seed)
             rows.append({"estimator": est, "axis": axis, "seed": seed, "n": nn, "s": ss,
                          "budget_to_target": need})
     metrics = {}
@@ -200,7 +201,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
     else:
         metrics["budget_to_target"] = budget_to_target(
             ev, chosen, data_cfg.sparse, n, s, protocol.scaling.repetitions,
-            list(protocol.scaling.budgets), protocol.target_error, ctx.rng)
+            list(protocol.scaling.budgets), protocol.target_error)
     ctx.save_table("relerr", rows)
     metrics["evaluations_counted"] = ev.total_evaluations
     return metrics
