@@ -236,14 +236,14 @@ def test_reduced_tiny_lm_trains_from_an_empty_cache_above_its_floor(tmp_path):
     assert (tmp_path / "run" / "figures" / "budget_and_horizon.png").is_file()
 
 
-def test_a_corrupt_or_unfinished_tiny_lm_entry_is_rebuilt(tmp_path):
-    """(Fresh caches giving identical runs: tests/test_papers.py.)"""
+def test_a_corrupt_tiny_lm_entry_is_rebuilt(tmp_path):
+    """A truncated weights file in a real tiny-lm entry is rebuilt to the same run (an
+    interrupted build without its completion marker: tests/test_helpers.py; fresh caches
+    giving identical runs: tests/test_papers.py)."""
     first = run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "a")
     (entry,) = (tmp_path / "cache_a" / "tiny-lm").iterdir()
     (entry / "model.safetensors").write_bytes(b"truncated")
     assert run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "c") == first
-    (entry / ".complete").unlink()  # an interrupted build: rebuilt too
-    assert run_paper(_small_lm_overrides(tmp_path / "cache_a"), tmp_path / "d") == first
 
 
 def test_training_below_the_floor_fails_with_one_line_and_caches_nothing(tmp_path):

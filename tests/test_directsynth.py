@@ -560,6 +560,7 @@ def test_unreachable_endpoint_is_one_clear_error():
         generate("hello")
 
 
+@pytest.mark.slow  # the SmolLM2 runs are in make test-slow
 def test_packaged_smollm2_proposes_through_the_same_interface(tmp_path):
     """SmolLM2-135M (offline) in the loop and the baseline: whatever it writes, each program
     is checked in the sandbox (loaded, or rejected with its reason)."""
