@@ -314,12 +314,9 @@ def gaussian_pools(side: int, sigmas) -> np.ndarray:
     grid, one set per width in ``sigmas`` (patch units)."""
     grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1)
     grid = grid.reshape(-1, 2).astype(float)
-    pools = []
-    for sigma in sigmas:
-        d2 = ((grid[:, None, :] - grid[None, :, :]) ** 2).sum(-1)  # (centre, patch)
-        g = np.exp(-d2 / (2 * sigma**2))
-        pools.append(g / g.sum(1, keepdims=True))
-    return np.concatenate(pools)
+    d2 = ((grid[:, None, :] - grid[None, :, :]) ** 2).sum(-1)  # (centre, patch)
+    pools = [np.exp(-d2 / (2 * sigma**2)) for sigma in sigmas]
+    return np.concatenate([g / g.sum(1, keepdims=True) for g in pools])
 
 
 @dataclass

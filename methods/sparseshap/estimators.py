@@ -216,6 +216,10 @@ class WeightedSystem:
         return errors
 
 
+MIN_PAIRS_TO_CHOOSE = 12
+CHOICE_T = 2.0  # above the one-sided 5% point of a paired t-test with 12 pairs (1.80)
+
+
 def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.random.Generator,
                          sparsity: int = 5, decoder: str = "lasso",
                          size_distribution: str = "dense", mixture: float = 0.5,
@@ -264,20 +268,16 @@ def sparse_leverage_shap(value: CountingValueFunction, budget: int, rng: np.rand
         return system.refit(np.nonzero(np.abs(coef) > 1e-12)[0])
     if decoder != "lasso":
         raise ValueError(f"unknown decoder '{decoder}'; known: lasso, omp, none")
+    if cv_folds < 2 or len(y) // 2 < MIN_PAIRS_TO_CHOOSE:
+        return system.dense_fit()  # too few pairs for the sparse fit to earn its place
     candidates = [*lasso_path_supports(X, r), everyone]
     fits = [system.refit(support) for support in candidates[:-1]] + [system.dense_fit()]
     best = int(np.argmin([system.information_criterion(support, phi, penalty)
                           for support, phi in zip(candidates, fits, strict=True)]))
     if len(candidates[best]) == n:
         return fits[best]
-    if cv_folds < 2 or len(y) // 2 < MIN_PAIRS_TO_CHOOSE:
-        return fits[-1]
     errors = system.held_out_errors([candidates[best], everyone], cv_folds, rng)
     return fits[best] if clearly_better(errors[0], errors[1]) else fits[-1]
-
-
-MIN_PAIRS_TO_CHOOSE = 12
-CHOICE_T = 2.0  # above the one-sided 5% point of a paired t-test with 12 pairs (1.80)
 
 
 def clearly_better(sparse: np.ndarray, dense: np.ndarray) -> bool:
