@@ -204,7 +204,7 @@ def reid_pretraining(cfg, rng: np.random.Generator) -> ReidSplit | None:
     """The synthetic stream's pretraining set: ``pretrain_ids`` identities of one more
     domain, disjoint from the stream and never evaluated; None when there is none (real
     data starts from a pretrained backbone instead)."""
-    if cfg.name != "synthetic" or not cfg.get("pretrain_ids"):
+    if cfg.name != "synthetic" or not getattr(cfg, "pretrain_ids", 0):
         return None
     return synthetic_stream(1, cfg.pretrain_ids, 0, cfg.images_per_id, cfg.height, cfg.width,
                             cfg.noise, rng)[0].train
@@ -222,11 +222,8 @@ def reid_stream(cfg, rng: np.random.Generator) -> list[ReidTask]:
                                                cfg.max_images_per_id),
                    "llcm": lambda: llcm_stream(cfg.llcm_root, cfg.height, cfg.width,
                                                cfg.max_images_per_id)}
-        unknown = [d for d in cfg.order if d not in loaders]
-        if unknown:
-            raise UserError(f"unknown VI-ReID datasets {unknown} (known: {', '.join(loaders)})")
         for name in cfg.order:
-            if cfg.get(f"{name}_root") is None:
+            if getattr(cfg, f"{name}_root") is None:
                 raise UserError(f"dataset.order has {name}: add dataset.{name}_root=<folder>")
         tasks = [task for name in cfg.order for task in loaders[name]()]
         return [_offset_ids(task, 100000 * k) for k, task in enumerate(tasks)]

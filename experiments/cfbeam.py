@@ -15,13 +15,13 @@
 from __future__ import annotations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.lm_tasks import lm_prompts, training_task
 from experiments.helpers.figures import subplots
 from experiments.helpers.fits import fit_semilog_slope, min_budget_slope
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.cfbeam import (
     AdaptiveSampling,
     CausalLMPolicy,
@@ -45,7 +45,7 @@ LM_METHODS = ("bon", "majority", "bomaj", "beam", "cfbeam", "cfbeam_adaptive")
 def _beam_settings(method) -> dict:
     """Beam width / samples and the CF filter from the method config (defaults for the
     sampling-only methods, which fix the total per-step budget as n)."""
-    if "beam_width" in method:
+    if hasattr(method, "beam_width"):
         return {"B": method.beam_width, "N": method.samples_per_beam,
                 "filt": method.filter.name, "tau": method.tau, "rank": method.rank.name,
                 "alpha": method.bomaj_alpha}
@@ -198,7 +198,7 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
 
 
 @register_paper("cfbeam")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
 
     model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir,

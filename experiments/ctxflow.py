@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from experiments.helpers.figures import subplots
 from experiments.helpers.fits import slope_with_interval
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.ctxflow import (
     finite_context_flow,
     gaussian_context_flow,
@@ -20,7 +20,7 @@ from methods.ctxflow import (
 )
 
 
-def forward_deviation(d: int, n: int, depth: int, kind: str, seed: int, cfg: DictConfig
+def forward_deviation(d: int, n: int, depth: int, kind: str, seed: int, cfg: RootConfig
                       ) -> float:
     """RMS over query tokens of |x_L^(n) - x_L^(inf)| for one seed (params, tokens, context)."""
     gen = torch.Generator().manual_seed(seed)
@@ -34,7 +34,7 @@ def forward_deviation(d: int, n: int, depth: int, kind: str, seed: int, cfg: Dic
     return float(((finite - exact) ** 2).sum(1).mean().sqrt())
 
 
-def context_w2(d: int, n: int, depth: int, seed: int, cfg: DictConfig) -> float:
+def context_w2(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
     """W2(mu_n^L, sample of mu^L) with POT's exact solver (both empirical, n points each)."""
     import ot
 
@@ -53,7 +53,7 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: DictConfig) -> float:
 
 
 @register_paper("ctxflow")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol = cfg.protocol
     ns = np.array(list(protocol.n_values), dtype=float)
     seeds = [ctx.seed * 1000 + s for s in range(protocol.seeds)]

@@ -11,13 +11,13 @@ import random
 import time
 
 import numpy as np
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.planning import planning_domains
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.directsynth import (
     GOAL_COUNT,
     GrammarProposer,
@@ -35,7 +35,7 @@ from methods.directsynth import (
 )
 
 
-def make_proposer(cfg: DictConfig, ctx: RunContext, domain, first_task, generator):
+def make_proposer(cfg: RootConfig, ctx: RunContext, domain, first_task, generator):
     """One proposer per domain and loop; the same kind and seed for ours and the baseline."""
     method = cfg.method
     if method.proposer.name == "grammar":
@@ -45,7 +45,7 @@ def make_proposer(cfg: DictConfig, ctx: RunContext, domain, first_task, generato
     return LanguageModelProposer(generator, domain.domain_file.read_text(), example)
 
 
-def text_generator(cfg: DictConfig, ctx: RunContext):
+def text_generator(cfg: RootConfig, ctx: RunContext):
     method = cfg.method
     if method.proposer.name == "grammar":
         return None
@@ -63,7 +63,7 @@ def text_generator(cfg: DictConfig, ctx: RunContext):
                                   method.temperature, ctx.compute.device)
 
 
-def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:
+def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
     method, protocol = cfg.method, cfg.protocol
     limits = Limits(protocol.max_states, protocol.max_expansions, protocol.timeout,
                     protocol.memory_mb, method.sandbox.name)
@@ -103,7 +103,7 @@ def run_domain(cfg: DictConfig, ctx: RunContext, domain, generator) -> dict:
 
 
 @register_paper("directsynth")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     data = cfg.dataset
     check_sandbox(cfg.method.sandbox.name)  # refuse before any work when it cannot run
     domains = planning_domains(data.root, list(data.domains), data.training_level,

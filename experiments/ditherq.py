@@ -4,13 +4,13 @@ with and without a shared dither, at b = 1..6 bits; plus the per-vector rotation
 from __future__ import annotations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.vectors import npy_vectors, unit_vector_families
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.ditherq import (
     QUANTIZERS,
     RandomizedHadamard,
@@ -24,7 +24,7 @@ from methods.ditherq.timing import rotation_seconds_per_vector
 ARMS = [(rot, dither) for rot in ("dense", "rht") for dither in (True, False)]
 
 
-def _families(cfg: DictConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _families(cfg: RootConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
     data_cfg = cfg.dataset
     if data_cfg.name == "unit_vectors":
         return unit_vector_families(data_cfg.dim, data_cfg.n_random, data_cfg.n_sparse,
@@ -84,7 +84,7 @@ def _grid_comparisons(bits, families, mean, worst, quantizer) -> dict[str, float
 
 
 @register_paper("ditherq")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     method = cfg.method
     quantizer = str(method.name)
     if quantizer not in QUANTIZERS:

@@ -9,12 +9,12 @@ from functools import partial
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from data.images import load_images, patch_trigger
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.dpcert import (
     clopper_pearson,
     cohen_radius,
@@ -57,7 +57,7 @@ def certify_grid(p_a, p_b, correct, r_values, radii, train_pld, sigma) -> tuple[
 
 
 @register_paper("dpcert")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     method, protocol = cfg.method, cfg.protocol
     x_tr, y_tr, x_te, y_te, shape = load_images(cfg.dataset.name, cfg.dataset.max_train,
                                                 cfg.dataset.max_test, ctx.seed)
@@ -84,7 +84,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
                                            method.dpsgd_sampling_rate, method.dpsgd_steps, r),
     }
     r_values = {"dpa": list(protocol.r_values_dpa), "dpsgd": list(protocol.r_values_dpsgd)}
-    radii = [float(r) for r in protocol.radii]
+    radii = list(protocol.radii)
     metrics, rows, grids, bounds = {}, [], {}, {}
     for name in ctx.progress(["dpa", "dpsgd"], "certify"):
         counts = smoothed_votes(nets[name], x_te, sigma, draws[name], CLASSES, gen)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.gcad import SteeringConfig
+from experiments.schemas.shared import RootConfig
 from methods.gcad import (
     ChatFormat,
     Controller,
@@ -36,17 +37,17 @@ LABELS = {"none": "no steering", "prompt": "system prompt", "residual": "residua
           "attention": "attention output, ungated", "gcad": "GCAD"}
 
 
-def variants(cfg: DictConfig) -> dict[str, Variant]:
+def variants(cfg: RootConfig) -> dict[str, Variant]:
     """The baselines, then the method under its own name."""
-    out = {name: Variant(**OmegaConf.to_container(v, enum_to_str=True))
-           for name, v in cfg.protocol.baselines.items()}
-    method = OmegaConf.to_container(cfg.method, enum_to_str=True)
-    name = method.pop("name")
-    out[name] = Variant(**method)
+    def variant(s: SteeringConfig) -> Variant:
+        return Variant(s.kind, s.scale, s.positions, s.gate)
+
+    out = {name: variant(v) for name, v in cfg.protocol.baselines.items()}
+    out[cfg.method.name] = variant(cfg.method)
     return out
 
 
-def extract(model, tokenizer, cfg: DictConfig, sampling: Sampling, generator, layer: int,
+def extract(model, tokenizer, cfg: RootConfig, sampling: Sampling, generator, layer: int,
             ctx: RunContext) -> dict[str, Signals]:
     """Per persona: play the extraction dialogue under the persona prompt and under the
     neutral prompt (the model's own answers), then contrast the two."""
@@ -69,7 +70,7 @@ def extract(model, tokenizer, cfg: DictConfig, sampling: Sampling, generator, la
     return signals
 
 
-def judge_dialogue(cfg: DictConfig, ctx: RunContext, dialogue, rows) -> dict[str, np.ndarray]:
+def judge_dialogue(cfg: RootConfig, ctx: RunContext, dialogue, rows) -> dict[str, np.ndarray]:
     """0-100 trait and coherence ratings of every (row, turn) response by the LLM judge
     ``+model@judge=<model>`` (rows x turns tables)."""
     from models.lm.loader import load_causal_lm
@@ -87,7 +88,7 @@ def judge_dialogue(cfg: DictConfig, ctx: RunContext, dialogue, rows) -> dict[str
 
 
 @register_paper("gcad")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
 
     model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir)

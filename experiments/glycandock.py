@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.glycan_complexes import (
@@ -34,26 +33,25 @@ from data.glycans import chi_energy, parse_iupac, to_protenix
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.glycandock import Arm, GlycandockConfig
+from experiments.schemas.shared import RootConfig
 from methods.glycandock import complex_topology, evaluate_files, evaluate_pose
 
-ARMS = ("base", "topology", "energy", "both", "chi_minimum")
 SCORES = ("lrmsd", "success2A", "success5A", "dockq", "dockq_small_molecule", "dockqc",
           "clash_free")
 
 
-def technique(arm: str, method: DictConfig):
+def technique(arm: Arm, method: GlycandockConfig):
     from methods.glycandock.model import Technique
 
-    if arm not in ARMS:
-        raise UserError(f"unknown glycandock arm '{arm}'; known: {', '.join(ARMS)}")
     if arm == "chi_minimum":  # the base model's pose with every linkage at its CHI minimum
         return Technique()
     topology = tuple(method.topology_features) if arm in ("topology", "both") else ()
-    return Technique(topology, float(method.lambda_energy) if arm in ("energy", "both") else 0.0)
+    return Technique(topology, method.lambda_energy if arm in ("energy", "both") else 0.0)
 
 
 @register_paper("glycandock")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name == "structure_pairs":
         return score_folder(Path(cfg.dataset.root), cfg.dataset.reference, ctx)
     if cfg.dataset.name == "protglycandock":
@@ -220,9 +218,9 @@ def score_folder(root: Path, reference: str, ctx: RunContext) -> dict[str, float
     return out
 
 
-def benchmark_by_name(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def benchmark_by_name(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     data = cfg.dataset
-    rows = load_protglycandock(data.hub_id, data.split, int(data.limit))
+    rows = load_protglycandock(data.hub_id, data.split, data.limit)
     ctx.info(f"{len(rows)} rows; columns: {', '.join(rows[0]) if rows else '(none)'}")
     jobs = []
     for r in rows:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from torchmetrics.functional.image import (
     peak_signal_noise_ratio,
     structural_similarity_index_measure,
@@ -18,6 +17,7 @@ from data.splat_scenes import procedural_scene, scene_and_cameras, sphere_camera
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.gscoreset import (
     RayObjective,
     blending_totals,
@@ -40,7 +40,7 @@ LABELS = {"sensitivity": "sensitivity, weighted (ours)", "uniform": "uniform, we
           "pup_topk": "top-k PUP Fisher"}
 
 
-def method_scores(cfg: DictConfig, gaussians, cameras, objective: RayObjective) -> dict:
+def method_scores(cfg: RootConfig, gaussians, cameras, objective: RayObjective) -> dict:
     """Each method's scores: sampling probabilities up to a factor for the samplers, ranks
     for the top-k pruners."""
     shares = objective.shares()
@@ -78,7 +78,7 @@ def image_quality(gaussians, cameras, targets, weights=None) -> tuple[float, flo
     return float(np.mean(psnr)), float(np.mean(ssim))
 
 
-def guarantee_sweep(cfg: DictConfig, rng: np.random.Generator, generator: torch.Generator):
+def guarantee_sweep(cfg: RootConfig, rng: np.random.Generator, generator: torch.Generator):
     """Failure rate of multinomial sensitivity sampling (any prescribed ray off by more than
     eps (F + eta)) against the sample size, up to the Bernstein + union bound."""
     g = cfg.protocol.guarantee
@@ -99,7 +99,7 @@ def guarantee_sweep(cfg: DictConfig, rng: np.random.Generator, generator: torch.
 
 
 @register_paper("gscoreset")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method = cfg.protocol, cfg.method
     rng = np.random.default_rng(ctx.seed)
     generator = torch.Generator().manual_seed(ctx.seed)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from itertools import combinations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.membership import synthetic_membership
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.jecs import JECS, benjamini_hochberg, conformal_pvalues, max_p, storey_bh
 
 PROCEDURES = ("maxp_bh", "maxp_storey", "per_model_union", "jecs")
@@ -72,7 +72,7 @@ def one_audit(scores, method, alphas, rng) -> tuple[dict, float]:
     return out, overlap
 
 
-def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def lm_scores_experiment(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     """Experiment 2: the same selection on Min-K% scores of K trained tiny LMs."""
     from datasets import Dataset
 
@@ -116,11 +116,11 @@ def lm_scores_experiment(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 @register_paper("jecs")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     method, data_cfg = cfg.method, cfg.dataset
     if data_cfg.name == "lm_membership":
         return lm_scores_experiment(cfg, ctx)
-    alphas = sorted({float(a) for a in cfg.protocol.alphas} | {method.alpha})
+    alphas = sorted(set(cfg.protocol.alphas) | {method.alpha})
     reps = cfg.protocol.repetitions
     rows, results, overlaps = [], {}, []
     for design, spec in cfg.protocol.designs.items():

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.arithmetic import EOS, PAD
@@ -21,6 +20,7 @@ from data.lm_tasks import AdditionTask, LMPrompt, lm_prompts, scratchpad_prompts
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.mpopd import MPOPDModule, ProposalConfig, generation_metrics
 from models.lm.post_training import OPDConfig, RolloutConfig, post_train
 from models.lm.prompting import pad_id
@@ -61,7 +61,7 @@ class Setting:
     pad_id: int
 
 
-def tiny_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
+def tiny_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
     """A teacher trained on clean addition and a student pretrained on its looping shift."""
     from models.lm.loader import load_causal_lm
 
@@ -83,7 +83,7 @@ def tiny_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
                    method.max_new_tokens, EOS, PAD)
 
 
-def hub_setting(cfg: DictConfig, ctx: RunContext) -> Setting:
+def hub_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
     """Real teacher and student by name (they must share a tokenizer); the dataset's prompts
     split into held-out (``protocol.eval_prompts``) and training prompts."""
     from models.lm.loader import load_with_shared_tokenizer
@@ -114,7 +114,7 @@ def evaluate(student, setting: Setting, seed: int) -> dict[str, float]:
 
 
 @register_paper("mpopd")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     setting = (tiny_setting if cfg.model.source == "tiny_lm" else hub_setting)(cfg, ctx)
     setting.teacher.requires_grad_(False)
     method = cfg.method

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.confidence_tasks import ConfidenceAdditionTask, graded_prompts
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.prohind import (
     EpisodeFormat,
     TextConfidencePrompt,
@@ -65,7 +65,7 @@ def evaluate(policy, regime: Regime, seed: int, predictor: str, head=None
             "underconf_success_rate": under, "mean_confidence": float(p.mean())}
 
 
-def train_variant(policy, teacher, lam: float, regime: Regime, cfg: DictConfig,
+def train_variant(policy, teacher, lam: float, regime: Regime, cfg: RootConfig,
                   ctx: RunContext) -> PHModule:
     method = cfg.method
 
@@ -92,7 +92,7 @@ def sft_task(data, noise: float, calibrated: bool) -> ConfidenceAdditionTask:
                                   probe_fraction=data.probe_fraction, calibrated=calibrated)
 
 
-def tiny_setting(cfg: DictConfig, ctx: RunContext):
+def tiny_setting(cfg: RootConfig, ctx: RunContext):
     """tiny-lm SFT'd on confidence-first addition (and, for OPD, a teacher SFT'd on cleaner
     data with calibrated confidences); single-turn and tool (or retry) episodes."""
     from models.lm.loader import load_causal_lm
@@ -118,7 +118,7 @@ def tiny_setting(cfg: DictConfig, ctx: RunContext):
     return policy, teacher, regimes
 
 
-def hub_setting(cfg: DictConfig, ctx: RunContext):
+def hub_setting(cfg: RootConfig, ctx: RunContext):
     """A real model by name (``model.hub_id``; a teacher by ``model@teacher``) on the
     dataset's questions, asked to state "Confidence: k" first; multi-turn is the retry
     episode (the lookup tool is tiny-lm's)."""
@@ -133,7 +133,7 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
     if method.predictor.name == "expected":
         raise UserError("method.predictor=expected reads tiny-lm's confidence token; a real "
                         "model takes token, yes_probability or head")
-    teacher_cfg = cfg.get("teacher")
+    teacher_cfg = cfg.teacher
     if method.base.name != "grpo" and teacher_cfg is None:
         raise UserError(f"method={method.name} distils from a teacher: add "
                         "+model@teacher=<a larger model with the same tokenizer>")
@@ -153,7 +153,7 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
         encode_prompt(tokenizer, f"{q.question}\n{PROBE_TEXT}", chat), q.reference,
         q.extract, decode) for q in text_questions(cfg.dataset, ctx.rng)]
     held_out, train = split_held_out(tasks, protocol.eval_prompts, cfg.dataset.name)
-    fmt = text_format(tokenizer, chat, int(cfg.dataset.max_new_tokens))
+    fmt = text_format(tokenizer, chat, cfg.dataset.max_new_tokens)
 
     def sample(rng):
         return [train[i] for i in rng.choice(len(train), method.prompts_per_step,
@@ -165,7 +165,7 @@ def hub_setting(cfg: DictConfig, ctx: RunContext):
 
 
 @register_paper("prohind")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method = cfg.protocol, cfg.method
     setting = tiny_setting if cfg.model.source == "tiny_lm" else hub_setting
     policy, teacher, regimes = setting(cfg, ctx)

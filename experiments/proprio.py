@@ -23,9 +23,10 @@ VideoPhy-2's AutoEval (not run here).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
@@ -43,6 +44,8 @@ from data.physics_iq import physics_iq_cases, read_video
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.proprio import PhysicsIQConfig
+from experiments.schemas.shared import RootConfig
 from methods.proprio.score import (
     ScoreOptions,
     motion_mask,
@@ -67,7 +70,7 @@ def options_of(method, mask: bool | None = None) -> ScoreOptions:
 
 
 @register_paper("proprio")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.model.source == "diffusers":
         return self_select_real_videos(cfg, ctx)
     if cfg.dataset.name == "physics_iq":
@@ -132,8 +135,9 @@ def trained_generator(world: BallWorld, g, ctx: RunContext):
         net.load_state_dict(torch.load(folder / "generator.pt", weights_only=True))
         return net.eval()
 
-    net = ctx.cached("proprio_generator", {"world": vars(world), **dict(g), "seed": ctx.seed},
-                     ["methods.proprio.generator", "data.bouncing_balls"], build, load)
+    key = {"world": vars(world), **dataclasses.asdict(g), "seed": ctx.seed}
+    net = ctx.cached("proprio_generator", key, ["methods.proprio.generator", "data.bouncing_balls"],
+                     build, load)
     for param in net.parameters():
         param.requires_grad_(False)
     return net
@@ -264,7 +268,7 @@ def physics_iq(world, conditions, pools, opts) -> dict[str, float]:
     return out
 
 
-def score_physics_iq(data: DictConfig, ctx: RunContext) -> dict[str, float]:
+def score_physics_iq(data: PhysicsIQConfig, ctx: RunContext) -> dict[str, float]:
     """The Physics-IQ score of a model's generated videos: per scenario, masks (the
     benchmark's rule: 5x5 blur, running average 0.3, threshold 10/255, 5x5 open/close) and
     metrics of take 1 vs the generated video and of take 1 vs take 2 (the physical
@@ -272,7 +276,7 @@ def score_physics_iq(data: DictConfig, ctx: RunContext) -> dict[str, float]:
     opts = ScoreOptions(mask_threshold=10 / 255, mask_kernel=5, mask_dilate=0, mask_blur=5)
     rows = []
     for case in ctx.progress(physics_iq_cases(data.real_root, data.generated_root), "cases"):
-        videos = [read_video(p, float(data.seconds), int(data.downscale))
+        videos = [read_video(p, data.seconds, data.downscale)
                   for p in (case.take1, case.take2, case.generated)]
         t = min(len(v) for v in videos)
         videos = [v[:t] for v in videos]
@@ -289,7 +293,7 @@ def score_physics_iq(data: DictConfig, ctx: RunContext) -> dict[str, float]:
     return {"physics_iq_score": score, "scenarios": float(len(rows)), **mean}
 
 
-def self_select_real_videos(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def self_select_real_videos(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     """Best-of-N by the self-score of a real text-to-video pipeline, per prompt."""
     from data.physics_iq import write_video
     from data.video_prompts import video_prompts
@@ -301,7 +305,7 @@ def self_select_real_videos(cfg: DictConfig, ctx: RunContext) -> dict[str, float
     prompts = video_prompts(cfg.dataset)
     scorer = WanSelfScorer(load_wan_pipeline(cfg.model, ctx.compute.device),
                            options_of(cfg.method), ctx.seed)
-    video = dict(cfg.protocol.video)
+    video = dataclasses.asdict(cfg.protocol.video)
     n = int(video.pop("samples_per_prompt"))
     generator = torch.Generator(ctx.compute.device).manual_seed(ctx.seed)
     rows, inputs = [], []

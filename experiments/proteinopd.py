@@ -9,18 +9,18 @@ front over weights, wall-clock to equal gain against RL."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError
 from data import proteins
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.proteinopd import DesignScore, time_to_gain
 from methods.proteinopd.training import (
     StudentSettings,
@@ -41,7 +41,7 @@ class ProteinModels:
     alphabet: proteins.Alphabet
 
 
-def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> ProteinModels:
+def build_models(cfg: RootConfig, ctx: RunContext, corpus: list[str]) -> ProteinModels:
     """The base (``model=protein-gpt2``: trained here on the corpus; a hub protein LM such
     as ``model=protgpt2``: loaded) and one teacher per objective, finetuned on the corpus's
     top fraction; what is trained here is cached by config and code."""
@@ -60,7 +60,7 @@ def build_models(cfg: DictConfig, ctx: RunContext, corpus: list[str]) -> Protein
         hub_base, tokenizer = load_causal_lm(m, ctx.compute, ctx.cache_dir)
         alphabet = proteins.tokenizer_alphabet(tokenizer)
     seed = m.seed if local else ctx.seed
-    config = {"model": OmegaConf.to_container(m, resolve=True), "dataset": dict(data),
+    config = {"model": asdict(m), "dataset": asdict(data),
               "teachers": {"objectives": objectives, "top_fraction": p.teacher_top_fraction,
                            "steps": p.teacher_steps, "lr": p.teacher_lr}, "seed": seed}
 
@@ -108,7 +108,7 @@ def corpus_of(data) -> list[str]:
 # -- the comparison ---------------------------------------------------------------------------
 
 @register_paper("proteinopd")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     data, method, p = cfg.dataset, cfg.method, cfg.protocol
     objectives = list(p.objectives)
     if len(method.weights) != len(objectives):
@@ -135,7 +135,7 @@ class Comparison:
     """The base, the teachers, the distilled students (cached by weights and mixture), the
     RL baseline and sequential finetuning, each evaluated alike."""
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext, models: ProteinModels,
+    def __init__(self, cfg: RootConfig, ctx: RunContext, models: ProteinModels,
                  design: DesignScore, corpus: list[str]):
         self.cfg, self.ctx, self.models, self.design = cfg, ctx, models, design
         self.corpus = corpus

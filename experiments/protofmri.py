@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.stimulus_world import (
     CONCEPTS,
@@ -22,6 +21,7 @@ from data.stimulus_world import (
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.protofmri import (
     MaxReadout,
     PatchFeatures,
@@ -135,7 +135,7 @@ class Encoders:
 
 
 def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
-                 cfg: DictConfig, ctx: RunContext, rng: np.random.Generator) -> Encoders:
+                 cfg: RootConfig, ctx: RunContext, rng: np.random.Generator) -> Encoders:
     method, protocol = cfg.method, cfg.protocol
     features = patch_features(method.backbone, method.channels, ctx.seed,
                               method.colour_weight, ctx.device)
@@ -170,7 +170,7 @@ def _random_split(n: int, fraction: float, rng: np.random.Generator) -> np.ndarr
     return test
 
 
-def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def encode_real_subject(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     """``dataset=algonauts2023`` or ``dataset=nsd``: the prototype encoder against the
     black-box ridge on one subject's real images and responses; held-out prediction (over
     the noise ceiling where the raw NSD repeats give one) and each prototype's top training
@@ -227,7 +227,7 @@ def encode_real_subject(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
 
 
 @register_paper("protofmri")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name in ("algonauts2023", "nsd"):
         return encode_real_subject(cfg, ctx)
     data, protocol = cfg.dataset, cfg.protocol

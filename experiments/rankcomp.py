@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.profiles import load_preflib, sample_profile
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.rankcomp import ALGORITHMS, BASELINES, compress, pairwise_ok, positional_ok, psc_ok
 from methods.rankcomp.algorithms import kendall_tau, single_crossing_order, single_peaked_axis
 from methods.rankcomp.bruteforce import find_pairwise_impossibility
@@ -136,7 +136,7 @@ def impossibility_experiment(search_cfg, ctx: RunContext) -> dict[str, float]:
 
 
 @register_paper("rankcomp")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     instances = sample_instances(cfg.dataset, cfg.protocol.stress, ctx.rng)
     records = axiom_records(instances, cfg.method, ctx)
     ctx.save_table("axioms_by_instance", records)

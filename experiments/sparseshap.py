@@ -5,7 +5,6 @@ Leverage SHAP on a sparse game and a real-data explanation game; budget needed f
 from __future__ import annotations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from common.errors import UserError
 from data.tabular import load_tabular
@@ -13,6 +12,7 @@ from experiments.helpers.figures import subplots
 from experiments.helpers.fits import fit_loglog_slope, slope_with_interval
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.sparseshap import ESTIMATORS, CountingValueFunction
 from methods.sparseshap.games import explanation_game, random_sparse_game
 
@@ -22,12 +22,11 @@ SPARSE_OPTIONS = ("sparsity", "decoder", "size_distribution", "mixture", "penalt
 class Evaluator:
     """Runs estimators on games and keeps the evaluation count honest."""
 
-    def __init__(self, cfg: DictConfig, rng: np.random.Generator) -> None:
+    def __init__(self, cfg: RootConfig, rng: np.random.Generator) -> None:
         self.seed = int(rng.integers(2**31))
         self.total_evaluations = 0
         method = cfg.method
-        self.sparse_kwargs = {k: (getattr(method, k).name if hasattr(getattr(method, k), "name")
-                                  else getattr(method, k)) for k in SPARSE_OPTIONS if k in method}
+        self.sparse_kwargs = {k: getattr(method, k) for k in SPARSE_OPTIONS if hasattr(method, k)}
 
     def relerr(self, estimator: str, game, phi: np.ndarray, n: int, budget: int,
                *draw: int) -> float:
@@ -131,7 +130,7 @@ def scaling_experiment(ev: Evaluator, sparse_cfg, n: int, s: int, protocol, ctx:
     runs = [("sparse_leverage_shap", "n", seed) for seed in range(scaling.seeds)]
     runs += [("sparse_leverage_shap", "s", 0), ("leverage_shap", "n", 0)]
     for est, axis, seed in runs:
-        for val in ctx.progress(list(scaling[f"{axis}_values"]),
+        for val in ctx.progress(list(getattr(scaling, f"{axis}_values")),
                                 f"{est} budget vs {axis} (seed {seed})"):
             nn, ss = (val, s) if axis == "n" else (n, val)
             need = budget_to_target(ev, est, sparse_cfg, nn, ss, scaling.repetitions,
@@ -160,7 +159,7 @@ def scaling_experiment(ev: Evaluator, sparse_cfg, n: int, s: int, protocol, ctx:
 
 
 @register_paper("sparseshap")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, data_cfg = cfg.protocol, cfg.dataset
     chosen = str(cfg.method.name)
     if chosen not in ESTIMATORS:

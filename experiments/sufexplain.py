@@ -7,12 +7,12 @@ whole-model MILP."""
 from __future__ import annotations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.binary_tabular import binary_task, select_edges
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.sufexplain import (
     AdditiveNet,
     MLPNet,
@@ -33,7 +33,7 @@ LABELS = {"exact": "NA2M exact (ours)", "interaction_aware": "NA2M interaction-a
           "mlp_baseline": "MLP verifier baseline"}
 
 
-def train_models(cfg: DictConfig, ctx: RunContext, task, edges) -> dict:
+def train_models(cfg: RootConfig, ctx: RunContext, task, edges) -> dict:
     protocol, hidden = cfg.protocol, list(cfg.method.hidden)
     n = task.x_train.shape[1]
     nets = {"nam": AdditiveNet(n, [], hidden), "na2m": AdditiveNet(n, edges, hidden),
@@ -60,7 +60,7 @@ def explain_point(models: dict, x: np.ndarray, lo, hi, max_component: int,
 
 
 @register_paper("sufexplain")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method = cfg.protocol, cfg.method
     task = binary_task(cfg.dataset, np.random.default_rng(ctx.seed))
     edges = select_edges(task.x_train, task.y_train, method.edges, method.max_component)

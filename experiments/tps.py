@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.trajectories import Trajectories, load_agent_log, synthetic_trajectories
 from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
+from experiments.schemas.tps import TPSConfig
 from methods.tps import (
     BASE_SCORES,
     WEIGHT_SCHEDULES,
@@ -56,7 +57,7 @@ class Evaluation:
     test: Trajectories
     pooled_y: np.ndarray  # calibration outcomes, one per observed step
     real: bool  # an agent log: no exact trace, the logged forecast is the reference
-    method: DictConfig
+    method: TPSConfig
 
     @property
     def reference(self) -> str:
@@ -162,7 +163,7 @@ def censoring_experiment(ev: Evaluation, families: dict, design_cfg, ctx: RunCon
 
 
 @register_paper("tps")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     real = cfg.dataset.name == "agent_log"
     data = (load_agent_log(cfg.dataset.path) if real
             else synthetic_trajectories(cfg.dataset, ctx.rng))

@@ -7,13 +7,13 @@ the RGB/IR topology gap, and a check that no exemplar is stored."""
 from __future__ import annotations
 
 import numpy as np
-from omegaconf import DictConfig
 
 from data.reid_stream import reid_pretraining, reid_stream
 from experiments.helpers.figures import subplots
 from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.schemas.shared import RootConfig
 from methods.viptc.lifelong import Arm, LossOptions, pretrain, run_stream
 from methods.viptc.networks import NetSpec
 from methods.viptc.stream_stats import forgetting, image_shaped_tensors, paired_drops
@@ -22,7 +22,7 @@ LABELS = {"finetune": "finetune", "joint": "joint (upper bound)", "feature_kd": 
           "cka_kd": "CKA KD", "sptc": "S-PTC", "cmptc": "CM-PTC", "both": "S-PTC + CM-PTC"}
 
 
-def arms(cfg: DictConfig) -> list[Arm]:
+def arms(cfg: RootConfig) -> list[Arm]:
     m = cfg.method
     table = {"finetune": Arm("finetune"), "joint": Arm("joint", joint=True),
              "feature_kd": Arm("feature_kd", feature_kd=m.lambda_kd),
@@ -54,7 +54,7 @@ def train_arm(stream, arm: Arm, options: LossOptions, *train_args):
 
 
 @register_paper("viptc")
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, float]:
+def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
     options = LossOptions(method.tau, method.divergence.name, method.anchor.name,
                           method.form.name, method.margin, method.cmptc_topology.name)

@@ -26,7 +26,7 @@ class Compute:
     def from_config(cls, trainer_cfg, device: str) -> Compute:
         """Resolve ``trainer.accelerator=auto`` and ``trainer.devices=auto`` from the run's
         device: ``cuda:1`` trains on GPU 1, ``cpu`` on one CPU process."""
-        accelerator = trainer_cfg.accelerator
+        accelerator = str(trainer_cfg.accelerator)
         if accelerator == "auto":
             accelerator = "gpu" if device.startswith("cuda") else "cpu"
         devices = trainer_cfg.devices

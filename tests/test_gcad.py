@@ -370,7 +370,7 @@ def test_real_model_fails_offline_with_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_default_dialogue_offline(run_dir):
-    metrics = run_paper(["+paper=gcad", "dataset.user_turns=[Hi!,Tell me a joke.]",
+    metrics = run_paper(["+paper=gcad", "dataset.user_turns=['Hi!','Tell me a joke.']",
                          "protocol.max_new_tokens=8"], run_dir)
     assert metrics["kv_contamination_gcad"] == 0.0
 
@@ -432,6 +432,6 @@ def test_protocol_with_an_llm_judge(run_dir, tmp_path, chat_model):
 def test_gcad_on_gpu(run_dir):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    metrics = run_paper(["+paper=gcad", "device=cuda", "dataset.user_turns=[Hi!,Why?,Bye.]"],
-                        run_dir)
+    metrics = run_paper(["+paper=gcad", "device=cuda",
+                         "dataset.user_turns=['Hi!','Why?','Bye.']"], run_dir)
     assert metrics["kv_contamination_gcad"] == 0.0

@@ -136,6 +136,60 @@ def test_schema_rejects_typos_wrong_types_and_appended_keys():
             reject_unknown_keys(cfg)
 
 
+
+@pytest.mark.parametrize("override,allowed", [
+    ("protocol.arms=[base,bogus]", "chi_minimum"),  # glycandock's arms: a list of Enum members
+    ("method.topology_features=[anomer,bogus]", "distance"),
+])
+def test_a_list_of_choices_refuses_an_unknown_value_at_compose_time(override, allowed):
+    with pytest.raises(ConfigCompositionException) as bad:
+        compose_config(["+paper=glycandock", override])
+    assert isinstance(bad.value.__cause__, ValidationError) and allowed in str(bad.value.__cause__)
+
+
+def test_protocols_receive_typed_objects_not_the_config_tree(tmp_path, monkeypatch):
+    """What ``run(cfg, ctx)`` gets: the schemas' dataclasses, Enum members, plain lists."""
+    from experiments.schemas.glycandock import Arm, GlycandockConfig, GlycandockProtocol
+    from experiments.schemas.shared import RootConfig
+
+    received = []
+    monkeypatch.setattr("experiments.runner.job.load_protocol",
+                        lambda key: lambda cfg, ctx: received.append(cfg) or {"x": 1.0})
+    run_paper(["+paper=glycandock", "protocol.arms=[base,energy]",
+               f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path / "run")
+    cfg = received[0]
+    assert isinstance(cfg, RootConfig) and isinstance(cfg.protocol, GlycandockProtocol)
+    assert isinstance(cfg.method, GlycandockConfig)
+    assert cfg.protocol.arms == [Arm.base, Arm.energy] == ["base", "energy"]
+    assert f"{cfg.protocol.arms[1]}" == "energy"  # metric names read as before
+
+
+# free-text str fields: paths, hub ids, names, prompts and Lightning's precision string
+FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root", "real_root",
+             "generated_root", "prompt_column", "prompts_file", "backbone", "roi_class", "roi",
+             "colmap", "target", "neutral", "base_url", "model", "api_key", "device", "id",
+             "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
+             "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
+             "extraction_turns", "user_turns", "primary_metrics"}
+
+
+def test_every_field_with_a_fixed_set_of_values_is_an_enum():
+    import dataclasses
+    import typing
+
+    from experiments.schemas import schema_modules
+
+    bare = []
+    for module in schema_modules():
+        for schema in vars(module).values():
+            if not (dataclasses.is_dataclass(schema) and schema.__module__ == module.__name__):
+                continue
+            hints = typing.get_type_hints(schema)
+            bare += [f"{schema.__name__}.{f.name}" for f in dataclasses.fields(schema)
+                     if hints[f.name] in (str, str | None, list[str])
+                     and f.name not in FREE_TEXT]
+    assert not bare, f"str fields outside the free-text list (make them an Enum): {bare}"
+
 def test_ll_beam_is_cf_beam_without_the_filter():
     cf = compose_config(["+paper=cfbeam", "method=cf_beam"]).method
     ll = compose_config(["+paper=cfbeam", "method=ll_beam"]).method

@@ -179,13 +179,14 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     _print_header(cfg, job)
 
     mirror = _start_wandb(cfg, job) if writes else None
+    settings = OmegaConf.to_object(cfg)  # typed: dataclass instances, Enum members, resolved
     ctx = RunContext(output_dir=output_dir, cache_dir=Path(cfg.paths.cache_dir),
-                     requested_device=str(cfg.device), trainer=cfg.trainer, seed=seed,
+                     requested_device=str(cfg.device), trainer=settings.trainer, seed=seed,
                      stream_curves=cfg.logger.name in ("csv", "wandb"), wandb=mirror)
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat()
     try:
-        metrics = clean_metrics(job.protocol(cfg, ctx))
+        metrics = clean_metrics(job.protocol(settings, ctx))
     except BaseException:
         if mirror is not None:
             mirror.finish(exit_code=1)

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import MethodConfig, nonnegative, open_unit, unit
 
 
-class Filter(Enum):
+class Filter(StrEnum):
     none = "none"  # vanilla log-likelihood beam search
     freq = "freq"  # empirical frequency among the parent's N samples >= tau
     prob = "prob"  # model probability pi(token | prefix) >= tau
 
 
-class Rank(Enum):
+class Rank(StrEnum):
     global_ll = "global_ll"
     per_parent = "per_parent"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -17,21 +17,30 @@ from experiments.schemas.shared import (
 )
 
 
-class Sandbox(Enum):
+class Sandbox(StrEnum):
     bwrap = "bwrap"  # bubblewrap + seccomp + uid nobody (methods/directsynth/isolation.py)
     unsafe_process = "unsafe_process"  # a plain subprocess: trusted programs only
 
 
 
-class Proposer(Enum):
+class Proposer(StrEnum):
     grammar = "grammar"  # offline synthesizer over task features
     model = "model"  # a transformers model by name
     endpoint = "endpoint"  # an OpenAI-compatible chat endpoint
 
 
-class RepairSearch(Enum):
+class RepairSearch(StrEnum):
     enumerate = "enumerate"  # the next enumerated program no counterexample refutes
     milp = "milp"  # integer weights satisfying every counterexample (HiGHS)
+
+
+
+class Level(StrEnum):
+    """IPC 2023 learning track difficulty folders."""
+
+    easy = "easy"
+    medium = "medium"
+    hard = "hard"
 
 
 @dataclass
@@ -70,9 +79,9 @@ class DirectsynthProtocol:
 class Ipc2023Config(DatasetConfig):
     root: str | None = None  # None: the shipped copy
     domains: list[str] = MISSING
-    training_level: str = MISSING
+    training_level: Level = MISSING
     training_tasks: int = MISSING
-    test_level: str = MISSING
+    test_level: Level = MISSING
     test_tasks: int = MISSING
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig
 
 
-class Rotation(Enum):
+class Rotation(StrEnum):
     dense = "dense"  # Haar-random orthogonal matrix, Theta(d^2) per vector
     rht = "rht"  # one randomized Hadamard transform, O(d log d) per vector
 

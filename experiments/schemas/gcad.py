@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, any_integer, nonnegative
 
 
-class SteeringKind(Enum):
+class SteeringKind(StrEnum):
     none = "none"
     prompt = "prompt"  # the persona as the system prompt
     residual = "residual"  # a residual-stream vector at one layer
     attention = "attention"  # GCAD's attention delta
 
 
-class SteeredPositions(Enum):
+class SteeredPositions(StrEnum):
     response = "response"  # assistant tokens only
     all = "all"  # every token read
 
 
-class Gate(Enum):
+class Gate(StrEnum):
     mass = "mass"  # GCAD's gate by the system prompt's attention mass (RECON)
     constant = "constant"
     exact = "exact"

@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
+class TopologyFeature(StrEnum):
+    anomer = "anomer"  # alpha/beta of each linkage
+    sugar = "sugar"  # the monosaccharide's identity
+    stereo = "stereo"  # chirality at each ring carbon
+    tree = "tree"  # branch depth and parent linkage position
+    distance = "distance"  # through-bond distances between residues
+
+
+class Arm(StrEnum):
+    base = "base"  # the pose model alone
+    topology = "topology"  # + topological features
+    energy = "energy"  # + the CHI energy term
+    both = "both"  # + both
+    chi_minimum = "chi_minimum"  # the base pose with every linkage at its CHI minimum
+
+
 @dataclass
 class GlycandockConfig(MethodConfig):
-    topology_features: list[str] = MISSING  # anomer | sugar | stereo | tree | distance
+    topology_features: list[TopologyFeature] = MISSING
     lambda_energy: float = nonnegative()
 
 
 @dataclass
 class GlycandockProtocol:
-    arms: list[str] = MISSING  # base | topology | energy | both | chi_minimum
+    arms: list[Arm] = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = positive()

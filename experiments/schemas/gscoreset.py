@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -19,10 +19,24 @@ from experiments.schemas.shared import (
 )
 
 
-class SensitivityRule(Enum):
+class SensitivityRule(StrEnum):
     max = "max"
     sum = "sum"
     mix = "mix"  # RECON
+
+
+
+class CoresetMethod(StrEnum):
+    """The selection rules compared (experiments/gscoreset.py ``method_scores``)."""
+
+    sensitivity = "sensitivity"
+    uniform = "uniform"
+    uniform_unweighted = "uniform_unweighted"
+    importance = "importance"
+    opacity_topk = "opacity_topk"
+    lightgaussian_topk = "lightgaussian_topk"
+    minisplat_topk = "minisplat_topk"
+    pup_topk = "pup_topk"  # with method.pup
 
 
 @dataclass
@@ -50,7 +64,7 @@ class GuaranteeConfig:
 class GscoresetProtocol:
     budgets: list[float] = positive()
     finetune_budget: float = nonnegative()
-    finetune_methods: list[str] = MISSING
+    finetune_methods: list[CoresetMethod] = MISSING
     finetune_steps: int = MISSING
     guarantee: GuaranteeConfig = field(default_factory=GuaranteeConfig)
 

@@ -3,30 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, open_unit, unit, within
 
 
-class EnvelopeFamily(Enum):
+class EnvelopeFamily(StrEnum):
     polynomial = "polynomial"  # sum_r w_r t^r, w_1 at its bootstrap upper bound (default)
     power = "power"  # t^kappa, kappa at its bootstrap lower bound
     identity = "identity"  # F(t) = t: max-p + Storey-BH
 
 
-class ThresholdRule(Enum):
+class ThresholdRule(StrEnum):
     fixed = "fixed"
     median = "median"
 
 
-class MembershipDesign(Enum):
+class MembershipDesign(StrEnum):
     independent = "independent"  # membership independent across models
     one_model = "one_model"  # each contaminated item is contaminated for exactly one model
 
 
-class Tail(Enum):
+class Tail(StrEnum):
     gaussian = "gaussian"
     cauchy = "cauchy"
     student_t = "student_t"  # Student t with 1.5 degrees of freedom

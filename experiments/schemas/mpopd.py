@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -14,6 +15,15 @@ from experiments.schemas.shared import (
     positive,
     unit,
 )
+
+
+class Variant(StrEnum):
+    opd = "opd"  # on-policy distillation: the student's own samples
+    mpopd = "mpopd"  # mixture proposal with a fixed beta
+    mpopd_trust_region = "mpopd_trust_region"  # beta from the trust region epsilon
+    mpopd_head = "mpopd_head"  # the single-pass proposal head
+    seqkd = "seqkd"  # the teacher's samples (sequence-level KD)
+    gkd = "gkd"  # generalized KD (mixed on- and off-policy)
 
 
 @dataclass
@@ -34,7 +44,7 @@ class MPOPDConfig(MethodConfig):
 @dataclass
 class MpopdProtocol:
     steps: int = MISSING  # student updates per variant (equal for every variant)
-    variants: list[str] = MISSING  # opd | mpopd | mpopd_trust_region | mpopd_head | seqkd | gkd
+    variants: list[Variant] = MISSING
     eval_prompts: int = MISSING
 
 

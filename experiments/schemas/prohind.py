@@ -3,48 +3,58 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
-class Weighting(Enum):
+class Weighting(StrEnum):
     multiplicative = "multiplicative"  # A (1 + lambda sg(s)), the paper's
     additive = "additive"  # A - lambda sg(s) (RLCR-style shaping)
     normalized = "normalized"  # A sg(s) / mean(s)
 
 
-class SurpriseKind(Enum):
+class SurpriseKind(StrEnum):
     abs = "abs"
     squared = "squared"
     log = "log"
 
 
-class Predictor(Enum):
+class Predictor(StrEnum):
     token = "token"  # p = k / 9 of the sampled <conf_k>
     expected = "expected"  # its expectation under the policy
     yes_probability = "yes_probability"  # P(YES) after the probing question
     head = "head"  # a scalar head on the hidden state, trained on the outcomes
 
 
-class Base(Enum):
+class Base(StrEnum):
     grpo = "grpo"
     opd = "opd"  # on-policy distillation from a teacher (sampled-token advantage)
     grpo_opd = "grpo_opd"  # their sum
 
 
-class Episode(Enum):
+class Episode(StrEnum):
     tool = "tool"  # call the lookup tool, answer, retry after WRONG
     retry = "retry"  # answer, retry after WRONG
 
 
 
-class RewardScaling(Enum):
+class RewardScaling(StrEnum):
     group = "group"
     batch = "batch"
     none = "none"  # Bereket-Leskovec ablation
+
+
+
+class LossType(StrEnum):
+    """How GRPO's per-token loss is averaged (models/lm/objectives.py ``aggregate``)."""
+
+    grpo = "grpo"  # per sequence, then over sequences
+    bnpo = "bnpo"  # over all tokens of the batch
+    dapo = "dapo"  # over all tokens of the batch (DAPO's token-level average)
+    dr_grpo = "dr_grpo"  # divided by a fixed maximum length
 
 
 @dataclass
@@ -58,7 +68,7 @@ class PHMethodConfig(MethodConfig):
     predictor: Predictor = MISSING
     head_lr: float = positive()  # predictor=head: the success head's learning rate
     scale_rewards: RewardScaling = MISSING
-    loss_type: str = MISSING
+    loss_type: LossType = MISSING
     lr: float = positive()
     prompts_per_step: int = MISSING
     group_size: int = MISSING

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
 
 
-class RefineSpace(Enum):
+class RefineSpace(StrEnum):
     noise = "noise"  # gradient steps on the sampler's initial noise
     clip = "clip"  # gradient steps on the free frames of the clip
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -18,9 +18,17 @@ from experiments.schemas.shared import (
 )
 
 
-class TeacherWeighting(Enum):
+class TeacherWeighting(StrEnum):
     static = "static"  # the configured weights at every token
     entropy = "entropy"  # dynamic per-token weights
+
+
+
+class Objective(StrEnum):
+    thermostability = "thermostability"
+    solubility = "solubility"
+    stability = "stability"
+    charge = "charge"
 
 
 @dataclass
@@ -36,7 +44,7 @@ class ProteinOPDConfig(MethodConfig):
 
 @dataclass
 class ProteinopdProtocol:
-    objectives: list[str] = MISSING  # thermostability | solubility | stability | charge
+    objectives: list[Objective] = MISSING
     teacher_top_fraction: float = share()  # a teacher finetunes on this top share
     teacher_steps: int = MISSING
     teacher_lr: float = positive()

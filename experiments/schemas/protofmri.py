@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -18,12 +18,12 @@ from experiments.schemas.shared import (
 )
 
 
-class PrototypeSelection(Enum):
+class PrototypeSelection(StrEnum):
     voxel_greedy = "voxel_greedy"  # forward selection on the training voxels (RECON)
     kmeans = "kmeans"  # k-means prototypes, no voxel data
 
 
-class Readout(Enum):
+class Readout(StrEnum):
     receptive_field = "receptive_field"  # each voxel pools the activation maps through its pRF
     max = "max"  # one global max per prototype, blind to position
 

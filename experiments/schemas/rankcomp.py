@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, unit
 
 
-class Quota(Enum):
+class Quota(StrEnum):
     hare = "hare"  # a group of >= l n / k voters deserves l outputs
     droop = "droop"  # a group of > l n / (k + 1) voters deserves l outputs
 
 
-class Reading(Enum):
+class Reading(StrEnum):
     top = "top"  # an output represents C if its first candidate is in C
     prefix = "prefix"  # ... if it ranks C in its top |C| positions
+
+
+
+class Culture(StrEnum):
+    """prefsampling's ordinal cultures (data/profiles.py)."""
+
+    impartial = "impartial"
+    mallows = "mallows"
+    urn = "urn"
+    single_peaked_walsh = "single_peaked_walsh"
+    single_peaked_conitzer = "single_peaked_conitzer"
+    single_crossing = "single_crossing"
 
 
 @dataclass
@@ -58,7 +70,7 @@ class RankcompProtocol:
 
 @dataclass
 class RankingCulturesConfig(DatasetConfig):
-    cultures: list[str] = MISSING
+    cultures: list[Culture] = MISSING
     n_voters: int = MISSING
     n_candidates: int = MISSING
     instances: int = MISSING

@@ -4,13 +4,13 @@ than one paper uses (``conf/dataset/``). Values live in the YAML files."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from omegaconf import MISSING
 
 
-class DistillationLoss(Enum):
+class DistillationLoss(StrEnum):
     """The student's on-policy distillation loss (models/lm/objectives.py)."""
 
     reverse_kl = "reverse_kl"
@@ -104,7 +104,7 @@ class RootConfig:
     paths: Any = MISSING
 
 
-class OverSeeds(Enum):
+class OverSeeds(StrEnum):
     all = "all"  # the condition holds at every seed
     mean_ci = "mean_ci"  # a > b: the paired difference's 95% interval over seeds excludes 0
 
@@ -133,19 +133,32 @@ class PaperInfo:
     claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
 
 
+class Accelerator(StrEnum):
+    auto = "auto"  # the run's device
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class Strategy(StrEnum):
+    auto = "auto"
+    ddp = "ddp"
+    ddp_spawn = "ddp_spawn"
+    fsdp = "fsdp"
+
+
 @dataclass
 class TrainerConfig:
     """``conf/trainer/*.yaml``: how everything that trains uses the hardware (Lightning)."""
 
     name: str = MISSING
-    accelerator: str = MISSING  # auto (= the run's device) | cpu | gpu
-    strategy: str = MISSING  # auto | ddp | ddp_spawn | fsdp
+    accelerator: Accelerator = MISSING
+    strategy: Strategy = MISSING
     devices: Any = MISSING  # auto (= the run's device) | N | [indices]
     num_nodes: int = MISSING
-    precision: str = MISSING  # 32-true | bf16-mixed | 16-mixed | ...
+    precision: str = MISSING  # Lightning's name (32-true, bf16-mixed, ...), checked by it
 
 
-class Dtype(Enum):
+class Dtype(StrEnum):
     float32 = "float32"
     bfloat16 = "bfloat16"
     float16 = "float16"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -17,13 +17,13 @@ from experiments.schemas.shared import (
 )
 
 
-class Decoder(Enum):
+class Decoder(StrEnum):
     lasso = "lasso"  # refits on LASSO-path supports + all players, best AIC
     omp = "omp"  # refit on `sparsity` OMP atoms
     none = "none"  # refit on all players (sampling change only)
 
 
-class SizeDistribution(Enum):
+class SizeDistribution(StrEnum):
     sparse = "sparse"
     dense = "dense"
     mixture = "mixture"

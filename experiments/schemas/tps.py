@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
@@ -17,7 +17,7 @@ from experiments.schemas.shared import (
 )
 
 
-class Recalibration(Enum):
+class Recalibration(StrEnum):
     temperature = "temperature"
     platt = "platt"
     isotonic = "isotonic"

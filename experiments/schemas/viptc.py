@@ -3,33 +3,49 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from omegaconf import MISSING
 
 from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive
 
 
-class Divergence(Enum):
+class Divergence(StrEnum):
     kl = "kl"
     mse = "mse"
 
 
-class Anchor(Enum):
+class Anchor(StrEnum):
     none = "none"
     rgb = "rgb"
     ir = "ir"
 
 
-class TopologyForm(Enum):
+class TopologyForm(StrEnum):
     frobenius = "frobenius"
     kl = "kl"
 
 
-class TopologyReading(Enum):
+class TopologyReading(StrEnum):
     batch = "batch"  # CM-PTC relates the batch's class means across modalities
     history = "history"  # each modality's batch means against its frozen prototypes
 
+
+
+class ArmName(StrEnum):
+    finetune = "finetune"
+    joint = "joint"  # all tasks' data at once (the upper bound)
+    feature_kd = "feature_kd"
+    cka_kd = "cka_kd"
+    sptc = "sptc"
+    cmptc = "cmptc"
+    both = "both"  # S-PTC + CM-PTC
+
+
+class ReidDomain(StrEnum):
+    regdb = "regdb"
+    sysu = "sysu"
+    llcm = "llcm"
 
 @dataclass
 class ViptcConfig(MethodConfig):
@@ -49,7 +65,7 @@ class ViptcConfig(MethodConfig):
 
 @dataclass
 class ViptcProtocol:
-    arms: list[str] = MISSING
+    arms: list[ArmName] = MISSING
     seeds: int = MISSING
     epochs: int = MISSING
     lr: float = positive()
@@ -72,7 +88,7 @@ class SyntheticConfig(DatasetConfig):
 
 @dataclass
 class ViReidConfig(DatasetConfig):
-    order: list[str] = MISSING
+    order: list[ReidDomain] = MISSING
     regdb_root: str | None = MISSING  # needed when regdb is in order
     sysu_root: str | None = MISSING
     llcm_root: str | None = MISSING

@@ -97,10 +97,10 @@ def load_or_train_tiny_lm(model_cfg, task, cache_dir: Path, compute=None):
 
     from models.lm import rollout, training
 
-    config = {"model": {k: model_cfg[k] for k in ARCHITECTURE_KEYS + TRAINING_KEYS},
+    config = {"model": {k: getattr(model_cfg, k) for k in ARCHITECTURE_KEYS + TRAINING_KEYS},
               "task": task.config}
     modules = [__name__, training, rollout, task.code_module]
-    floor = model_cfg.get("min_held_out_accuracy")
+    floor = getattr(model_cfg, "min_held_out_accuracy", None)
 
     def build(folder: Path):
         model, report = train_tiny_lm(model_cfg, task, compute)
