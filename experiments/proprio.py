@@ -53,10 +53,15 @@ from methods.proprio.score import (
     physics_iq_score,
     proprio_score,
     refine,
+    residuals,
+    score_aggregations,
     shared_perturbations,
     train_discriminator,
 )
 from methods.proprio.selection import best_of_n_curves
+
+HELD_OUT_CLIPS = 256  # real clips no generator trains on (their own random stream)
+HELD_OUT_SEED = 10**6
 
 
 def world_of(cfg) -> BallWorld:
@@ -78,13 +83,18 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name != "bouncing_balls":
         raise UserError(f"dataset={cfg.dataset.name} needs a real video generator "
                         "(model=wan2.1-t2v-1.3b)")
+    from methods.proprio.generator import held_out_flow_loss
+
     p, world = cfg.protocol, world_of(cfg)
     net = trained_generator(world, p.generator, ctx)
+    held_out = torch.as_tensor(real_clips(world, HELD_OUT_CLIPS, np.random.default_rng(
+        HELD_OUT_SEED + ctx.seed)))
     rng = np.random.default_rng(ctx.seed + 1)
     opts = options_of(cfg.method)
     shape = (world.frames, world.size, world.size)
     scorer = SelfScorer(net, shared_perturbations(shape, opts.perturbations, ctx.seed), opts)
     metrics, r_real, scores, disc = discrimination(world, scorer, p, rng, ctx.seed)
+    metrics["generator_heldout_flow_loss"] = held_out_flow_loss(net, held_out, ctx.seed)
     conditions = torch.as_tensor(real_clips(world, p.conditions, rng))
     pools = sample_pools(net, world, conditions, scorer, disc,
                          options_of(cfg.method, mask=False), p, ctx)
@@ -116,22 +126,35 @@ class SelfScorer:
 
         with torch.no_grad():
             x = torch.as_tensor(clips)
-            return proprio_score(self.net, x, condition_of(x), self.eps,
-                                 opts or self.opts).numpy()
+            return proprio_score(self.net, x, condition_of(x, self.net.condition_frames),
+                                 self.eps, opts or self.opts).numpy()
+
+    def aggregations(self, clips) -> dict[str, np.ndarray]:
+        """R and the other ways to aggregate the same residuals (``score_aggregations``)."""
+        from methods.proprio.generator import condition_of
+
+        with torch.no_grad():
+            x = torch.as_tensor(clips)
+            r = residuals(self.net, x, condition_of(x, self.net.condition_frames), self.eps,
+                          self.opts)
+        return {k: v.numpy() for k, v in score_aggregations(r, self.opts).items()}
 
 
 def trained_generator(world: BallWorld, g, ctx: RunContext):
     """The flow generator for this world and seed, trained once and cached; frozen."""
-    from methods.proprio.generator import VelocityNet, train_generator
+    from methods.proprio.generator import build_generator, train_generator
+
+    width = g.hidden if g.architecture == "mlp" else g.token_width
 
     def build(folder):
-        net = train_generator(world, g.steps, g.batch, g.hidden, g.blocks, g.lr, ctx.seed,
-                              ctx.compute, progress=True)
+        net = train_generator(world, g.steps, g.batch, width, g.blocks, g.lr, ctx.seed,
+                              ctx.compute, progress=True, architecture=g.architecture,
+                              condition_frames=g.condition_frames)
         torch.save(net.state_dict(), folder / "generator.pt")
         return net
 
     def load(folder):
-        net = VelocityNet(world.frames, world.size, g.hidden, g.blocks)
+        net = build_generator(world, g.architecture, width, g.blocks, g.condition_frames)
         net.load_state_dict(torch.load(folder / "generator.pt", weights_only=True))
         return net.eval()
 
@@ -179,30 +202,50 @@ def sample_pools(net, world: BallWorld, conditions, scorer: SelfScorer, disc,
     shape = (world.frames, world.size, world.size)
     n, pools = p.samples_per_condition, []
     for i in ctx.progress(range(len(conditions)), "conditions"):
-        cond = condition_of(conditions[i:i + 1]).expand(n, -1, -1, -1)
+        cond = condition_of(conditions[i:i + 1], net.condition_frames).expand(n, -1, -1, -1)
         noise = torch.randn((n, *shape), generator=torch.Generator().manual_seed(
             ctx.seed * 100003 + i))
         with torch.no_grad():
             clips = sample(net, cond, noise, p.sampler_steps, p.shift)
             d = -disc(clips).numpy()
+        aggregations = scorer.aggregations(clips)
         pools.append({"clips": clips, "noise": noise,
                       "err": physics_error(world, clips.numpy()),
-                      "R": scorer(clips), "R_plain": scorer(clips, plain), "disc": d})
+                      "R": aggregations.pop("full"), "aggregations": aggregations,
+                      "R_plain": scorer(clips, plain), "disc": d})
     return pools
 
 
 def ranking(pools: list[dict]) -> dict[str, float]:
     """Spearman of R (and without the mask) against physics error, pooled and within each
-    condition (the ranking best-of-N needs)."""
+    condition (the ranking best-of-N needs); the within-condition Spearman of every other
+    aggregation of the same residuals (one perturbation: the mean over perturbations); the
+    spread of physics error among one condition's samples (std over mean, averaged)."""
     errors = np.concatenate([q["err"] for q in pools])
     pooled = spearmanr(np.concatenate([q["R"] for q in pools]), errors)[0]
     pooled_plain = spearmanr(np.concatenate([q["R_plain"] for q in pools]), errors)[0]
-    return {"spearman_score_vs_physics_err": float(pooled),
-            "spearman_without_mask": float(pooled_plain),
-            "mask_ablation_gain": float(pooled - pooled_plain),
-            "spearman_within_condition": float(np.nanmean(
-                [spearmanr(q["R"], q["err"])[0] for q in pools])),
-            "physics_err_bon1": float(np.mean([q["err"].mean() for q in pools]))}
+
+    def within(scores: list[np.ndarray]) -> float:
+        return float(np.nanmean([spearmanr(s, q["err"])[0]
+                                 for s, q in zip(scores, pools, strict=True)]))
+
+    def aggregation(name: str) -> list[np.ndarray]:
+        return [q["aggregations"][name] for q in pools]
+
+    out = {"spearman_score_vs_physics_err": float(pooled),
+           "spearman_without_mask": float(pooled_plain),
+           "mask_ablation_gain": float(pooled - pooled_plain),
+           "spearman_within_condition": within([q["R"] for q in pools]),
+           "physics_err_bon1": float(np.mean([q["err"].mean() for q in pools])),
+           "physics_err_spread_within_condition": float(np.mean(
+               [q["err"].std() / max(q["err"].mean(), 1e-12) for q in pools]))}
+    names = list(pools[0]["aggregations"])
+    for name in names:
+        if not name.startswith("perturbation"):
+            out[f"spearman_within_condition_{name}"] = within(aggregation(name))
+    out["spearman_within_condition_one_perturbation"] = float(np.mean(
+        [within(aggregation(n)) for n in names if n.startswith("perturbation")]))
+    return out
 
 
 def best_of_n(pools: list[dict], n: int) -> tuple[dict[str, list[float]], list[int]]:
@@ -221,7 +264,7 @@ def refine_first_samples(net, world: BallWorld, conditions, pools, scorer: SelfS
     from methods.proprio.generator import condition_of, sample
 
     first = torch.stack([q["clips"][0] for q in pools])
-    cond = condition_of(conditions)
+    cond = condition_of(conditions, net.condition_frames)
     r = p.refine
     if r.space.name == "noise":
         start = torch.stack([q["noise"][0] for q in pools])

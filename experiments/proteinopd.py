@@ -21,7 +21,8 @@ from experiments.helpers.figures import subplots
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
-from methods.proteinopd import DesignScore, time_to_gain
+from methods.proteinopd import DesignScore, cost_to_gain
+from methods.proteinopd.front import DESIGNABILITY, dominated, matched_rl
 from methods.proteinopd.training import (
     StudentSettings,
     align_with_rl,
@@ -125,10 +126,20 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     front = comparison.pareto_front() if len(objectives) == 2 else []
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
     ctx.save_table("pareto", front)
-    timing = time_to_gain(opd.curve, rl.curve, results["base"]["design"], p.gain_fraction)
+    start = results["base"]["design"]
+    cost = cost_to_gain(opd.curve, rl.curve, start, p.gain_fraction)
     ctx.save_figure("proteinopd", _figure(results, front, opd.curve, rl.curve, objectives,
-                                          timing))
-    return metrics_of(results, timing)
+                                          cost))
+    metrics = metrics_of(results, cost)
+    if p.front_kl_betas:
+        rows = comparison.designability_front(front, results)
+        matched = matched_rl(rows)
+        matched_cost = cost_to_gain(opd.curve, comparison.rl(matched["kl_beta"])[0].curve,
+                                    start, p.gain_fraction)
+        ctx.save_table("designability_front", rows)
+        ctx.save_figure("designability_front", _front_figure(rows, matched, matched_cost))
+        metrics |= front_metrics(rows, matched, matched_cost)
+    return metrics
 
 
 class Comparison:
@@ -142,6 +153,7 @@ class Comparison:
         self.objectives = list(cfg.protocol.objectives)
         self.teachers = [models.teachers[k] for k in self.objectives]
         self.students: dict = {}
+        self.rl_runs: dict = {}
         m = cfg.method
         self.settings = StudentSettings(m.sequences_per_step, m.lr, m.objective.name,
                                         m.jsd_beta, m.weighting.name, m.teacher_temperature,
@@ -168,16 +180,44 @@ class Comparison:
             self.students[key] = (module, self.evaluate(module.policy))
         return self.students[key]
 
+    def rl(self, kl_beta: float):
+        """(module, evaluation) of GRPO on the scalarized reward with KL weight ``kl_beta``."""
+        if kl_beta not in self.rl_runs:
+            p, data, ctx = self.cfg.protocol, self.cfg.dataset, self.ctx
+            module = align_with_rl(self.models.base, self.design_reward,
+                                   self.cfg.method.sequences_per_step, p.rl_group_size, p.rl_lr,
+                                   kl_beta, p.rl_steps, self.models.alphabet, data.max_length,
+                                   ctx.seed, ctx.compute)
+            self.rl_runs[kl_beta] = (module, self.evaluate(module.policy))
+        return self.rl_runs[kl_beta]
+
+    def designability_front(self, pareto: list[dict], results: dict) -> list[dict]:
+        """Gain against designability for OPD (the student at the method's weights and along
+        the teacher-weight front) and for RL at every ``front_kl_betas`` weight: gain and
+        NLL under the base relative to the base; homopolymer run and pairwise identity as
+        measured (lower is better for all three designability measures)."""
+        base = results["base"]
+
+        def point(method: str, setting: str, values: dict, **extra) -> dict:
+            return {"method": method, "setting": setting, **extra,
+                    "gain": values["design"] - base["design"],
+                    "nll": values["nll_under_base"] - base["nll_under_base"],
+                    "homopolymer": values["homopolymer"], "identity": values["identity"]}
+
+        rows = [point("opd", "method weights", results["opd"], kl_beta=np.nan)]
+        rows += [point("opd", f"w1={r['w1']:g}", r, kl_beta=np.nan) for r in pareto]
+        for beta in self.ctx.progress(sorted(set(self.cfg.protocol.front_kl_betas)),
+                                      "RL along the KL weight"):
+            rows.append(point("rl", f"beta={beta:g}", self.rl(beta)[1], kl_beta=beta))
+        return rows
+
     def variants(self, weights: list[float]):
         p, data, models, ctx = self.cfg.protocol, self.cfg.dataset, self.models, self.ctx
         results = {"base": self.evaluate(models.base)}
         for k in self.objectives:
             results[f"teacher_{k}"] = self.evaluate(models.teachers[k])
         opd, results["opd"] = self.student(weights)
-        rl = align_with_rl(models.base, self.design_reward, self.cfg.method.sequences_per_step,
-                           p.rl_group_size, p.rl_lr, p.rl_kl_beta, p.rl_steps,
-                           models.alphabet, data.max_length, ctx.seed, ctx.compute)
-        results["rl"] = self.evaluate(rl.policy)
+        rl, results["rl"] = self.rl(p.rl_kl_beta)
         results["arithmetic"] = self.student(weights, "arithmetic")[1]
         one_hot = [float(i == int(np.argmax(weights))) for i in range(len(weights))]
         results["single"] = self.student(one_hot)[1]
@@ -197,11 +237,24 @@ class Comparison:
                                            "Pareto front")]
 
 
-def metrics_of(results: dict, timing: dict) -> dict[str, float]:
-    metrics = {"time_speedup_opd_vs_rl": timing["speedup"],
-               "rl_reached_target": float(timing["rl_reached"]),
-               "seconds_to_target_opd": timing["opd_seconds"],
-               "seconds_to_target_rl": timing["rl_seconds"]}
+RATIO_UNITS = ("seconds", "sequences", "policy_tokens", "frozen_tokens")  # OPD spends some
+
+
+def cost_metrics(cost: dict, prefix: str = "") -> dict[str, float]:
+    """RL's cost over OPD's to the common target (``cost_to_gain(opd, rl)``), per unit;
+    RL's reward calls (OPD makes none)."""
+    opd, rl = cost["a"], cost["b"]
+    out = {f"{prefix}cost_ratio_rl_over_opd_{u}": rl[u] / max(opd[u], 1e-9)
+           for u in RATIO_UNITS}
+    out[f"{prefix}reward_calls_to_target_rl"] = rl["reward_calls"]
+    out[f"{prefix}rl_reached_target"] = float(rl["reached"])
+    return out
+
+
+def metrics_of(results: dict, cost: dict) -> dict[str, float]:
+    metrics = {"time_speedup_opd_vs_rl": cost["b"]["seconds"] / max(cost["a"]["seconds"], 1e-9),
+               "seconds_to_target_opd": cost["a"]["seconds"],
+               "seconds_to_target_rl": cost["b"]["seconds"], **cost_metrics(cost)}
     base = results["base"]
     for name, values in results.items():
         if name == "base":
@@ -214,7 +267,7 @@ def metrics_of(results: dict, timing: dict) -> dict[str, float]:
     return metrics
 
 
-def _figure(results, front, opd_curve, rl_curve, objectives, timing):
+def _figure(results, front, opd_curve, rl_curve, objectives, cost):
     fig, axes = subplots(4, panel=(4.6, 3.9))
     zx, zy = (f"z_{k}" for k in (objectives * 2)[:2])
     rows = sorted(front, key=lambda r: r["w1"])
@@ -227,11 +280,12 @@ def _figure(results, front, opd_curve, rl_curve, objectives, timing):
     axes[0].set(xlabel=f"{objectives[0]} (z)", ylabel=f"{objectives[1]} (z)",
                 title="Pareto front over teacher weights")
     for curve, label in ((opd_curve, "OPD (consensus)"), (rl_curve, "GRPO (scalarized)")):
-        t, r = np.array(curve).T
-        axes[1].plot(t, r, label=label, alpha=0.8)
-    axes[1].axhline(timing["target"], color="0.4", ls=":", lw=1, label="target")
+        axes[1].plot([row["seconds"] for row in curve], [row["reward"] for row in curve],
+                     label=label, alpha=0.8)
+    axes[1].axhline(cost["target"], color="0.4", ls=":", lw=1, label="target")
+    speedup = cost["b"]["seconds"] / max(cost["a"]["seconds"], 1e-9)
     axes[1].set(xlabel="wall-clock seconds", ylabel="design reward of training samples",
-                title=f"time to equal gain: {timing['speedup']:.1f}x")
+                title=f"time to equal gain: {speedup:.1f}x")
     names = list(results)
     for ax, key, title in ((axes[2], "nll_under_base", "NLL per token under the frozen base"),
                            (axes[3], "homopolymer", "longest homopolymer run")):
@@ -241,5 +295,58 @@ def _figure(results, front, opd_curve, rl_curve, objectives, timing):
         ax.set(title=f"designability proxy: {title}")
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# -- the designability front ------------------------------------------------------------------
+
+def front_metrics(rows: list[dict], matched: dict, matched_cost: dict) -> dict[str, float]:
+    """Where OPD's front dominates RL's. Among the RL points at a gain OPD's front spans
+    (between its smallest and largest gain: equal gain is only defined there), the share
+    dominated by an OPD point on all three designability measures and on each alone; RL's
+    and OPD's best gains; the costs at matched designability."""
+    opd = [r for r in rows if r["method"] == "opd"]
+    rl = [r for r in rows if r["method"] == "rl"]
+    low, high = min(r["gain"] for r in opd), max(r["gain"] for r in opd)
+    comparable = [r for r in rl if low <= r["gain"] <= high]
+    out = {"front_opd_gain_max": high, "front_rl_gain_max": max(r["gain"] for r in rl),
+           "front_rl_points_in_opd_range": float(len(comparable)),
+           "front_matched_rl_kl_beta": matched["kl_beta"],
+           "front_matched_gain_rl_minus_opd": matched["gain"] - opd[0]["gain"]}
+    for suffix, measures in (("", DESIGNABILITY), *((f"_{m}", (m,)) for m in DESIGNABILITY)):
+        out[f"front_rl_dominated_frac{suffix}"] = (
+            float(np.mean([dominated(r, opd, measures) for r in comparable])) if comparable
+            else float("nan"))
+    return out | cost_metrics(matched_cost, prefix="matched_")
+
+
+def _front_figure(rows, matched, matched_cost):
+    fig, axes = subplots(4, panel=(4.2, 3.6))
+    labels = {"nll": "NLL per token under the base, minus the base's",
+              "homopolymer": "longest homopolymer run", "identity": "mean pairwise identity"}
+    for ax, m in zip(axes, DESIGNABILITY, strict=False):
+        for method, style in (("opd", "o"), ("rl", "^")):
+            pts = [r for r in rows if r["method"] == method]
+            ax.plot([r[m] for r in pts], [r["gain"] for r in pts], style,
+                    color="C0" if method == "opd" else "C3",
+                    label="OPD (teacher weights)" if method == "opd" else "GRPO (KL weight)")
+            for r in pts:
+                ax.annotate(r["setting"].split("=")[-1] if "=" in r["setting"] else "w",
+                            (r[m], r["gain"]), fontsize=6, xytext=(3, 2),
+                            textcoords="offset points")
+        ax.plot(matched[m], matched["gain"], "o", mfc="none", mec="k", ms=11,
+                label="RL at matched designability")
+        ax.set(xlabel=f"{labels[m]} (lower: more designable)", ylabel="property gain")
+    axes[0].legend(fontsize=7)
+    units = list(RATIO_UNITS)
+    ratios = [matched_cost["b"][u] / max(matched_cost["a"][u], 1e-9) for u in units]
+    axes[3].bar(range(len(units)), ratios, color="C2")
+    axes[3].axhline(1, color="0.4", lw=1)
+    axes[3].axhline(8, color="C3", ls=":", lw=1, label="claimed 8x")
+    axes[3].set_xticks(range(len(units)), [u.replace("_", " ") for u in units], fontsize=7)
+    axes[3].set(yscale="log", ylabel="RL cost / OPD cost to equal gain",
+                title=f"at matched designability (beta={matched['kl_beta']:g})")
+    axes[3].legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -363,3 +363,54 @@ def test_best_of_n_picks_the_planted_lowest_score():
     single = np.mean([e.mean() for e in errors])
     assert curves["planted"] == pytest.approx([3.0 / single, 1.0 / single])
     assert curves["random"] == pytest.approx([3.0 / single, 1.0])
+
+
+def test_score_aggregations_read_the_same_residuals():
+    """R is the full aggregation; one noise level or one perturbation is R on that slice;
+    without the stability term it is the plain mean; each equals a hand computation."""
+    from methods.proprio.score import aggregate, score_aggregations
+
+    r = torch.rand(5, 3, 4, dtype=torch.float64)
+    opts = ScoreOptions(sigmas=(0.2, 0.4, 0.6, 0.8), perturbations=3, beta=0.5)
+    out = score_aggregations(r, opts)
+    per_k = r.mean(-1)
+    assert torch.allclose(out["full"], per_k.mean(1) + 0.5 * per_k.std(1))
+    assert torch.allclose(out["no_stability"], r.mean((1, 2)))
+    assert torch.allclose(out["sigma0.4"], r[:, :, 1].mean(1) + 0.5 * r[:, :, 1].std(1))
+    assert torch.allclose(out["perturbation2"], r[:, 2].mean(-1))
+    assert sorted(out) == sorted(["full", "no_stability", "sigma0.2", "sigma0.4", "sigma0.6",
+                                  "sigma0.8", "perturbation0", "perturbation1",
+                                  "perturbation2"])
+    assert torch.equal(aggregate(r, 0.5), out["full"])
+
+
+@pytest.mark.parametrize("architecture", ["mlp", "transformer"])
+@pytest.mark.parametrize("condition_frames", [1, 2])
+def test_generators_keep_the_condition_and_have_a_zero_loss_oracle(architecture,
+                                                                    condition_frames):
+    """Both networks map clips to clips; the sampler writes the given frames back; the
+    held-out loss is the denoising error, zero for a network that returns the clean clip."""
+    from methods.proprio.generator import (
+        build_generator,
+        condition_of,
+        held_out_flow_loss,
+        sample,
+    )
+
+    world = BallWorld(8, 16, 1.4, 0.35, 0.85)
+    net = build_generator(world, architecture, 16, 2, condition_frames)
+    clips = torch.as_tensor(real_clips(world, 3, np.random.default_rng(0)))
+    cond = condition_of(clips, condition_frames)
+    assert cond.shape == (3, condition_frames, 16, 16)
+    with torch.no_grad():
+        out = sample(net, cond, torch.randn_like(clips), 3, 3.0)
+    assert out.shape == clips.shape and torch.equal(out[:, :condition_frames], cond)
+
+    class Oracle(type(net)):
+        def denoise(self, x, s, condition):
+            return clips
+
+    oracle = build_generator(world, architecture, 16, 2, condition_frames)
+    oracle.__class__ = Oracle
+    assert held_out_flow_loss(oracle, clips, 0) == 0.0
+    assert held_out_flow_loss(net, clips, 0) > 0.0

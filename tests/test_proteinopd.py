@@ -16,13 +16,13 @@ from data import proteins
 from methods.proteinopd import (
     DesignScore,
     aliphatic_index,
+    cost_to_gain,
     gravy,
     longest_homopolymer,
     mean_pairwise_identity,
     score,
     standard_residues,
     teacher_target,
-    time_to_gain,
 )
 from models.lm.objectives import generalized_jsd, reverse_kl, sampled_token_opd_loss
 
@@ -173,14 +173,53 @@ def test_homopolymer_and_identity_on_hand_made_sequences():
     assert mean_pairwise_identity(["ACDE", "CDEA"], 5, np.random.default_rng(0)) == 0.0
 
 
-def test_time_to_gain_on_hand_made_curves():
-    fast = [(t, min(t, 1.0)) for t in np.arange(0, 5, 0.1)]  # reaches gain 1 at t = 1
-    slow = [(t, min(t / 4, 1.0)) for t in np.arange(0, 10, 0.1)]  # at t = 4
-    timing = time_to_gain(fast, slow, 0.0, fraction=0.5, window=1)
-    assert timing["opd_seconds"] == pytest.approx(0.5)
-    assert timing["rl_seconds"] == pytest.approx(2.0)
-    assert timing["speedup"] == pytest.approx(4.0)
-    assert timing["rl_reached"]
+def _curve(times, rewards, per_step: dict) -> list[dict]:
+    """A learning curve as ``_Traced`` records it: cumulative costs per step."""
+    return [{"seconds": s, "reward": r, **{u: c * (i + 1) for u, c in per_step.items()}}
+            for i, (s, r) in enumerate(zip(times, rewards, strict=True))]
+
+
+def test_cost_to_gain_on_hand_made_curves():
+    t_fast, t_slow = np.arange(0, 5, 0.1), np.arange(0, 10, 0.1)
+    fast = _curve(t_fast, np.minimum(t_fast, 1.0), {"sequences": 16})  # gain 1 at t = 1
+    slow = _curve(t_slow, np.minimum(t_slow / 4, 1.0), {"sequences": 16})  # at t = 4
+    cost = cost_to_gain(fast, slow, 0.0, fraction=0.5, window=1)
+    assert cost["a"]["seconds"] == pytest.approx(0.5)  # step 5
+    assert cost["b"]["seconds"] == pytest.approx(2.0)  # step 20
+    assert cost["a"]["sequences"] == 16 * 6 and cost["b"]["sequences"] == 16 * 21
+    assert cost["b"]["reached"] and cost["gain"] == pytest.approx(1.0)
+
+
+def test_cost_to_gain_reads_the_cost_at_the_end_of_the_smoothing_window():
+    rewards = [0, 0, 0, 1, 1, 1, 1, 1]
+    curve = _curve(np.arange(8.0), rewards, {"policy_tokens": 10})
+    cost = cost_to_gain(curve, curve, 0.0, fraction=0.5, window=2)
+    # the 2-step average first reaches 0.5 over steps 2-3: the cost through step 3
+    assert cost["a"]["seconds"] == 3.0 and cost["a"]["policy_tokens"] == 40
+
+
+def test_traced_costs_count_what_each_method_runs():
+    """OPD: K teacher forwards per completion token and no reward; RL: one reward per
+    sequence and one reference forward per token only when its KL weight is nonzero."""
+    from methods.proteinopd.distillation import _Traced
+    from models.lm.rollout import Rollouts
+
+    class Sampler:
+        def sample(self, batch_idx):
+            mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+            ids = torch.zeros_like(mask)
+            return None, Rollouts(ids, mask, mask, mask.float(), 0)
+
+    class Traced(_Traced, Sampler):
+        frozen_per_token, rewards_per_sequence = 3, 1
+
+    module = Traced()
+    module._trace(lambda completions: 0.0)
+    module.sample(0)
+    module.sample(1)
+    last = module.curve[-1]
+    assert (last["sequences"], last["policy_tokens"], last["frozen_tokens"],
+            last["reward_calls"]) == (6, 2 * 12, 3 * 12, 6)
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -215,9 +254,10 @@ def test_a_fasta_corpus_runs_through_the_same_protocol(run_dir, tmp_path):
     assert np.isfinite(metrics["property_gain_opd"])
 
 
-def test_time_to_gain_handles_curves_shorter_than_the_window():
-    timing = time_to_gain([(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (2.0, 2.0)], 0.0, window=10)
-    assert timing["opd_seconds"] == 1.0 and timing["rl_seconds"] == 2.0
+def test_cost_to_gain_handles_curves_shorter_than_the_window():
+    cost = cost_to_gain(_curve([0.0, 1.0], [0.0, 1.0], {}), _curve([0.0, 2.0], [0.0, 2.0], {}),
+                        0.0, window=10)
+    assert cost["a"]["seconds"] == 1.0 and cost["b"]["seconds"] == 2.0
 
 
 def _hub_format_protein_lm(folder):
@@ -261,3 +301,32 @@ def test_protgpt2_fails_offline_with_one_line(tmp_path):
     _, failed = run_failing(["+paper=proteinopd", "model=protgpt2",
                              f"paths.cache_dir={tmp_path}"], tmp_path / "run")
     assert "nferruz/ProtGPT2" in failed["error"] and "\n" not in failed["error"]
+
+
+# -- the designability front ----------------------------------------------------------------
+
+def _point(method, gain, nll, homopolymer, identity, kl_beta=float("nan")):
+    return {"method": method, "gain": gain, "nll": nll, "homopolymer": homopolymer,
+            "identity": identity, "kl_beta": kl_beta}
+
+
+def test_domination_needs_the_gain_and_every_designability_measure():
+    from methods.proteinopd.front import dominated
+
+    rl = _point("rl", 1.0, -0.5, 8.0, 0.5)
+    assert dominated(rl, [_point("opd", 1.0, -0.5, 8.0, 0.5)])  # ties count
+    assert dominated(rl, [_point("opd", 1.2, -0.6, 4.0, 0.1)])
+    assert not dominated(rl, [_point("opd", 0.9, -0.6, 4.0, 0.1)])  # less gain
+    assert not dominated(rl, [_point("opd", 1.2, -0.4, 4.0, 0.1)])  # worse NLL
+    assert dominated(rl, [_point("opd", 1.2, -0.4, 4.0, 0.1)], ("homopolymer", "identity"))
+
+
+def test_matched_rl_is_the_closest_in_homopolymer_run_and_identity_at_once():
+    from methods.proteinopd.front import matched_rl
+
+    opd = _point("opd", 0.8, -0.1, 4.0, 0.1)
+    collapsed = _point("rl", 4.0, -0.8, 12.0, 0.7, kl_beta=0.0)  # 3x and 7x OPD's
+    near = _point("rl", 1.0, -0.2, 5.0, 0.15, kl_beta=1.0)  # 1.25x and 1.5x
+    half_near = _point("rl", 2.0, -0.3, 4.0, 0.5, kl_beta=0.2)  # 1x and 5x
+    assert matched_rl([opd, collapsed, near, half_near])["kl_beta"] == 1.0
+    assert matched_rl([opd, collapsed, half_near])["kl_beta"] == 0.2

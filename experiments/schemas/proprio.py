@@ -7,12 +7,24 @@ from enum import StrEnum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig, nonnegative, positive, unit
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    nonnegative,
+    positive,
+    unit,
+    within,
+)
 
 
 class RefineSpace(StrEnum):
     noise = "noise"  # gradient steps on the sampler's initial noise
     clip = "clip"  # gradient steps on the free frames of the clip
+
+
+class Architecture(StrEnum):
+    mlp = "mlp"  # the whole clip as one vector (methods/proprio/generator.py VelocityNet)
+    transformer = "transformer"  # attention across frames, a token per frame
 
 
 @dataclass
@@ -26,10 +38,13 @@ class ProprioConfig(MethodConfig):
 
 @dataclass
 class GeneratorSettings:
+    architecture: Architecture = MISSING
     steps: int = MISSING
     batch: int = MISSING
-    hidden: int = MISSING
+    hidden: int = MISSING  # mlp: the width
+    token_width: int = MISSING  # transformer: the width of a frame token
     blocks: int = MISSING
+    condition_frames: int = within(1, None)  # image-to-video: the frames given
     lr: float = positive()
 
 

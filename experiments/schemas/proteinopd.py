@@ -54,6 +54,8 @@ class ProteinopdProtocol:
     rl_group_size: int = MISSING
     rl_lr: float = positive()
     rl_kl_beta: float = nonnegative()  # GRPO's KL3 penalty to the base model
+    front_kl_betas: list[float] = nonnegative()  # RL's KL weights along the designability
+    # front (empty: no front)
     pareto_weights: list[float] = unit()  # w of the first objective along the front
     eval_samples: int = MISSING
     invalid_score: float = MISSING  # design score of a sequence shorter than min_length

@@ -115,10 +115,26 @@ def proprio_score(net: nn.Module, x0: torch.Tensor, condition: torch.Tensor,
                   eps: torch.Tensor, opts: ScoreOptions, mask: torch.Tensor | None = None
                   ) -> torch.Tensor:
     """(B,) R = mean residual + beta * std over the shared perturbations."""
-    r = residuals(net, x0, condition, eps, opts, mask)
+    return aggregate(residuals(net, x0, condition, eps, opts, mask), opts.beta)
+
+
+def aggregate(r: torch.Tensor, beta: float) -> torch.Tensor:
+    """(B, K, |S|) residuals -> (B,) mean over noise levels and perturbations + beta * the
+    std over perturbations of their means over noise levels."""
     per_k = r.mean(-1)
     spread = per_k.std(1) if per_k.shape[1] > 1 else torch.zeros_like(per_k[:, 0])
-    return per_k.mean(1) + opts.beta * spread
+    return per_k.mean(1) + beta * spread
+
+
+def score_aggregations(r: torch.Tensor, opts: ScoreOptions) -> dict[str, torch.Tensor]:
+    """R (``full``) beside the other ways to read the same (B, K, |S|) residuals: without the
+    stability term (``no_stability``), each noise level alone (``sigma<s>``), and each
+    perturbation alone (``perturbation<k>``)."""
+    out = {"full": aggregate(r, opts.beta), "no_stability": aggregate(r, 0.0)}
+    out |= {f"sigma{s:g}": aggregate(r[:, :, j:j + 1], opts.beta)
+            for j, s in enumerate(opts.sigmas)}
+    out |= {f"perturbation{k}": aggregate(r[:, k:k + 1], opts.beta) for k in range(r.shape[1])}
+    return out
 
 
 def refine(net: nn.Module, to_clip, start: torch.Tensor, condition: torch.Tensor,

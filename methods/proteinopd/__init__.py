@@ -2,12 +2,13 @@
 student distilled on its own samples towards their weighted geometric consensus."""
 
 from methods.proteinopd.distillation import (
+    COST_UNITS,
     MIXTURES,
     WEIGHTINGS,
     ConsensusOPDModule,
     ScalarizedRLModule,
+    cost_to_gain,
     teacher_target,
-    time_to_gain,
 )
 from methods.proteinopd.properties import (
     OBJECTIVES,
@@ -21,7 +22,7 @@ from methods.proteinopd.properties import (
 )
 
 __all__ = [
-    "MIXTURES", "OBJECTIVES", "WEIGHTINGS", "ConsensusOPDModule", "DesignScore",
+    "COST_UNITS", "MIXTURES", "OBJECTIVES", "WEIGHTINGS", "ConsensusOPDModule", "DesignScore",
     "ScalarizedRLModule", "aliphatic_index", "gravy", "longest_homopolymer",
-    "mean_pairwise_identity", "score", "standard_residues", "teacher_target", "time_to_gain",
+    "mean_pairwise_identity", "score", "standard_residues", "teacher_target", "cost_to_gain",
 ]

@@ -47,45 +47,70 @@ def teacher_target(teacher_logits: Sequence[torch.Tensor], weights: Sequence[flo
     return torch.logsumexp(torch.log(w.clamp(min=1e-30)) + logps, dim=0)
 
 
+COST_UNITS = ("seconds", "sequences", "policy_tokens", "frozen_tokens", "reward_calls")
+
+
 class _Traced:
-    """Records (wall-clock seconds since the first step, mean design reward of the step's
-    rollouts) at every step in ``curve``: the learning curve in time."""
+    """Records the learning curve: after every step's sampling, the mean design reward of its
+    rollouts and the cumulative cost of training so far, in every unit of ``COST_UNITS``:
+
+    - ``seconds``: wall clock since the first step;
+    - ``sequences``: sequences sampled from the policy;
+    - ``policy_tokens``: policy forward tokens, each completion token sampled once and scored
+      once for the update;
+    - ``frozen_tokens``: forward tokens of frozen models, ``frozen_per_token`` per completion
+      token (the K teachers of OPD; the KL reference of RL when its beta > 0);
+    - ``reward_calls``: sequence-level property evaluations, ``rewards_per_sequence`` per
+      sequence (RL's reward; OPD's teachers need none).
+
+    The design reward of the curve itself is a measurement, not part of any method's cost."""
+
+    frozen_per_token = 0
+    rewards_per_sequence = 0
 
     def _trace(self, design_reward: Callable[[list[list[int]]], float]) -> None:
         self.design_reward, self.curve, self._started = design_reward, [], None
+        self._spent = dict.fromkeys(COST_UNITS[1:], 0)
 
     def sample(self, batch_idx: int):
         tasks, rollouts = super().sample(batch_idx)
         now = time.perf_counter()
         if self._started is None:
             self._started = now
-        self.curve.append((now - self._started, self.design_reward(rollouts.completions())))
+        sequences, tokens = len(rollouts.sequences), int(rollouts.completion_mask.sum())
+        spent = self._spent
+        spent["sequences"] += sequences
+        spent["policy_tokens"] += 2 * tokens
+        spent["frozen_tokens"] += self.frozen_per_token * tokens
+        spent["reward_calls"] += self.rewards_per_sequence * sequences
+        self.curve.append({"seconds": now - self._started,
+                           "reward": self.design_reward(rollouts.completions()), **spent})
         return tasks, rollouts
 
 
-def time_to_gain(curve_a: list, curve_b: list, start: float, fraction: float = 0.8,
+def cost_to_gain(curve_a: list[dict], curve_b: list[dict], start: float, fraction: float = 0.8,
                  window: int = 10) -> dict:
-    """Wall-clock seconds each learning curve ((seconds, reward) per step, moving average
-    over ``window`` steps) needs to reach ``start + fraction * gain``, gain the smaller of
-    the two curves' final gains (mean of their last ``window`` steps over ``start``);
-    speedup = seconds of b / seconds of a. A curve that never reaches the target counts
-    its whole duration (then the speedup is a lower bound: ``b_reached`` is False)."""
+    """The cost each learning curve (one dict per step: ``reward`` and cumulative costs, see
+    ``_Traced``) spends to reach ``start + fraction * gain`` with its moving average over
+    ``window`` steps, gain the smaller of the two curves' final gains (mean of their last
+    ``window`` steps over ``start``). A curve that never reaches the target counts its whole
+    cost (a lower bound: ``reached`` is False). Returns ``target``, ``gain`` and, under
+    ``a`` and ``b``, ``reached`` and the cost in every unit the curves record."""
     def smoothed(curve):
-        t, r = np.array(curve, dtype=float).T
-        w = min(window, len(r))  # a curve shorter than the window: its plain mean
-        return t, np.convolve(r, np.ones(w) / w, mode="valid"), t[w - 1:]
+        reward = np.array([row["reward"] for row in curve], dtype=float)
+        w = min(window, len(reward))  # a curve shorter than the window: its plain mean
+        return np.convolve(reward, np.ones(w) / w, mode="valid"), w
 
-    finals = [smoothed(c)[1][-1] - start for c in (curve_a, curve_b)]
+    finals = [smoothed(c)[0][-1] - start for c in (curve_a, curve_b)]
     target = start + fraction * min(finals)
-    seconds, reached = [], []
-    for curve in (curve_a, curve_b):
-        t, r, t_valid = smoothed(curve)
-        hit = np.nonzero(r >= target)[0]
-        reached.append(bool(len(hit)))
-        seconds.append(float(t_valid[hit[0]] if len(hit) else t[-1]))
-    return {"target": float(target), "opd_seconds": seconds[0], "rl_seconds": seconds[1],
-            "speedup": seconds[1] / max(seconds[0], 1e-9), "rl_reached": reached[1],
-            "opd_reached": reached[0], "gain": float(min(finals))}
+    out = {"target": float(target), "gain": float(min(finals))}
+    for name, curve in (("a", curve_a), ("b", curve_b)):
+        reward, w = smoothed(curve)
+        hit = np.nonzero(reward >= target)[0]
+        step = hit[0] + w - 1 if len(hit) else len(curve) - 1
+        out[name] = {"reached": bool(len(hit)),
+                     **{k: float(v) for k, v in curve[step].items() if k != "reward"}}
+    return out
 
 
 class ConsensusOPDModule(_Traced, OPDModule):
@@ -96,6 +121,7 @@ class ConsensusOPDModule(_Traced, OPDModule):
                  temperatures: Sequence[float] | None = None, seed: int = 0) -> None:
         super().__init__(student, prompts, teachers, rollout, opd, weights, seed=seed)
         self._trace(design_reward)
+        self.frozen_per_token = len(self.teachers)
         self.mixture, self.weighting, self.temperatures = mixture, weighting, temperatures
 
     def teacher_logits(self, rollouts):
@@ -114,3 +140,4 @@ class ScalarizedRLModule(_Traced, GRPOModule):
         super().__init__(policy, prompts, lambda task, c: design_reward([c]), rollout, grpo,
                          reference=reference, seed=seed)
         self._trace(design_reward)
+        self.frozen_per_token, self.rewards_per_sequence = int(grpo.beta != 0.0), 1

@@ -1,0 +1,32 @@
+"""Gain against designability: where one method's front dominates another's.
+
+A front point is a dict with ``gain`` (higher is better) and the designability measures of
+``DESIGNABILITY`` (lower is better for each): NLL per token under the base model relative to
+the base's own samples, the longest homopolymer run, and mean pairwise identity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DESIGNABILITY = ("nll", "homopolymer", "identity")  # lower is better for each
+
+
+def dominated(point: dict, others: list[dict], measures=DESIGNABILITY) -> bool:
+    """Whether some point of ``others`` has at least ``point``'s gain and no worse
+    designability on every one of ``measures``."""
+    return any(o["gain"] >= point["gain"] and all(o[m] <= point[m] for m in measures)
+               for o in others)
+
+
+MATCHED_ON = ("homopolymer", "identity")  # positive, scale-free as ratios
+
+
+def matched_rl(rows: list[dict]) -> dict:
+    """The RL point (``method`` "rl") whose designability is closest to ``rows[0]`` (OPD's
+    student at the method's weights): the largest fold difference over homopolymer run and
+    pairwise identity is smallest. NLL under the base is left out of the match: the base
+    also assigns repeats a high likelihood, so a collapsed policy can look designable by it."""
+    reference = rows[0]
+    rl = [r for r in rows if r["method"] == "rl"]
+    return min(rl, key=lambda r: max(abs(np.log(r[m] / reference[m])) for m in MATCHED_ON))
