@@ -302,22 +302,24 @@ def _figure(results, front, opd_curve, rl_curve, objectives, cost):
 # -- the designability front ------------------------------------------------------------------
 
 def front_metrics(rows: list[dict], matched: dict, matched_cost: dict) -> dict[str, float]:
-    """Where OPD's front dominates RL's. Among the RL points at a gain OPD's front spans
-    (between its smallest and largest gain: equal gain is only defined there), the share
-    dominated by an OPD point on all three designability measures and on each alone; RL's
-    and OPD's best gains; the costs at matched designability."""
-    opd = [r for r in rows if r["method"] == "opd"]
-    rl = [r for r in rows if r["method"] == "rl"]
-    low, high = min(r["gain"] for r in opd), max(r["gain"] for r in opd)
-    comparable = [r for r in rl if low <= r["gain"] <= high]
-    out = {"front_opd_gain_max": high, "front_rl_gain_max": max(r["gain"] for r in rl),
-           "front_rl_points_in_opd_range": float(len(comparable)),
+    """Which front dominates the other. Equal gain is only defined where both fronts have
+    points, so each side's points are compared at gains the other front spans (between its
+    smallest and largest gain): the share of RL's points dominated by an OPD point, and of
+    OPD's by an RL point, on all three designability measures and on each alone; the best
+    gains; the costs at matched designability."""
+    fronts = {m: [r for r in rows if r["method"] == m] for m in ("opd", "rl")}
+    out = {"front_opd_gain_max": max(r["gain"] for r in fronts["opd"]),
+           "front_rl_gain_max": max(r["gain"] for r in fronts["rl"]),
            "front_matched_rl_kl_beta": matched["kl_beta"],
-           "front_matched_gain_rl_minus_opd": matched["gain"] - opd[0]["gain"]}
-    for suffix, measures in (("", DESIGNABILITY), *((f"_{m}", (m,)) for m in DESIGNABILITY)):
-        out[f"front_rl_dominated_frac{suffix}"] = (
-            float(np.mean([dominated(r, opd, measures) for r in comparable])) if comparable
-            else float("nan"))
+           "front_matched_gain_rl_minus_opd": matched["gain"] - fronts["opd"][0]["gain"]}
+    for side, other in (("rl", "opd"), ("opd", "rl")):
+        low, high = (f(r["gain"] for r in fronts[other]) for f in (min, max))
+        comparable = [r for r in fronts[side] if low <= r["gain"] <= high]
+        out[f"front_{side}_points_in_{other}_range"] = float(len(comparable))
+        for suffix, measures in (("", DESIGNABILITY), *((f"_{m}", (m,)) for m in DESIGNABILITY)):
+            out[f"front_{side}_dominated_frac{suffix}"] = (
+                float(np.mean([dominated(r, fronts[other], measures) for r in comparable]))
+                if comparable else float("nan"))
     return out | cost_metrics(matched_cost, prefix="matched_")
 
 

@@ -321,12 +321,15 @@ def test_domination_needs_the_gain_and_every_designability_measure():
     assert dominated(rl, [_point("opd", 1.2, -0.4, 4.0, 0.1)], ("homopolymer", "identity"))
 
 
-def test_matched_rl_is_the_closest_in_homopolymer_run_and_identity_at_once():
+def test_matched_rl_reaches_opds_gain_with_the_closest_designability():
     from methods.proteinopd.front import matched_rl
 
     opd = _point("opd", 0.8, -0.1, 4.0, 0.1)
     collapsed = _point("rl", 4.0, -0.8, 12.0, 0.7, kl_beta=0.0)  # 3x and 7x OPD's
     near = _point("rl", 1.0, -0.2, 5.0, 0.15, kl_beta=1.0)  # 1.25x and 1.5x
     half_near = _point("rl", 2.0, -0.3, 4.0, 0.5, kl_beta=0.2)  # 1x and 5x
-    assert matched_rl([opd, collapsed, near, half_near])["kl_beta"] == 1.0
+    closest_but_short = _point("rl", 0.3, 0.0, 4.0, 0.1, kl_beta=5.0)  # the same, less gain
+    rows = [opd, collapsed, near, half_near, closest_but_short]
+    assert matched_rl(rows)["kl_beta"] == 1.0
     assert matched_rl([opd, collapsed, half_near])["kl_beta"] == 0.2
+    assert matched_rl([opd, closest_but_short])["kl_beta"] == 5.0  # none reaches: closest

@@ -23,10 +23,14 @@ MATCHED_ON = ("homopolymer", "identity")  # positive, scale-free as ratios
 
 
 def matched_rl(rows: list[dict]) -> dict:
-    """The RL point (``method`` "rl") whose designability is closest to ``rows[0]`` (OPD's
-    student at the method's weights): the largest fold difference over homopolymer run and
-    pairwise identity is smallest. NLL under the base is left out of the match: the base
-    also assigns repeats a high likelihood, so a collapsed policy can look designable by it."""
+    """The RL point (``method`` "rl") to compare costs with ``rows[0]`` (OPD's student at the
+    method's weights): among the RL points that reach its gain (all of them when none does),
+    the one whose designability is closest, i.e. whose largest fold difference over
+    homopolymer run and pairwise identity is smallest. NLL under the base is left out of the
+    match: the base also assigns repeats a high likelihood, so a collapsed policy can look
+    designable by it."""
     reference = rows[0]
     rl = [r for r in rows if r["method"] == "rl"]
-    return min(rl, key=lambda r: max(abs(np.log(r[m] / reference[m])) for m in MATCHED_ON))
+    reaching = [r for r in rl if r["gain"] >= reference["gain"]] or rl
+    return min(reaching, key=lambda r: max(abs(np.log(r[m] / reference[m]))
+                                           for m in MATCHED_ON))
