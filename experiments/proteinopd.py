@@ -5,7 +5,9 @@ base) distilled on its own samples towards the teachers' weighted geometric cons
 baselines: GRPO on the scalarized reward (RL alignment), a single teacher, the arithmetic
 mixture, sequential finetuning. Reported: property gains (corpus standard deviations),
 designability (NLL under the frozen base, validity, homopolymer runs), diversity, the Pareto
-front over weights, wall-clock to equal gain against RL."""
+front over weights, the cost to equal gain against RL in every unit (methods/proteinopd/
+distillation.py ``COST_UNITS``), and the designability front: RL along its KL weight against
+OPD along the teacher weights, with RL matched to OPD's designability for the costs."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
 from methods.proteinopd import DesignScore, cost_to_gain
-from methods.proteinopd.front import DESIGNABILITY, dominated, matched_rl
+from methods.proteinopd.front import DESIGNABILITY, at_equal_gain, matched_rl
 from methods.proteinopd.training import (
     StudentSettings,
     align_with_rl,
@@ -302,24 +304,23 @@ def _figure(results, front, opd_curve, rl_curve, objectives, cost):
 # -- the designability front ------------------------------------------------------------------
 
 def front_metrics(rows: list[dict], matched: dict, matched_cost: dict) -> dict[str, float]:
-    """Which front dominates the other. Equal gain is only defined where both fronts have
-    points, so each side's points are compared at gains the other front spans (between its
-    smallest and largest gain): the share of RL's points dominated by an OPD point, and of
-    OPD's by an RL point, on all three designability measures and on each alone; the best
-    gains; the costs at matched designability."""
-    fronts = {m: [r for r in rows if r["method"] == m] for m in ("opd", "rl")}
-    out = {"front_opd_gain_max": max(r["gain"] for r in fronts["opd"]),
-           "front_rl_gain_max": max(r["gain"] for r in fronts["rl"]),
+    """OPD against RL at equal gain: for each OPD point whose gain RL's front spans, RL's
+    designability at that gain (interpolated along its KL weight); the share of OPD points
+    no worse than RL on all three measures and on each alone. The best gains; the costs at
+    matched designability."""
+    opd = [r for r in rows if r["method"] == "opd"]
+    rl = [r for r in rows if r["method"] == "rl"]
+    pairs = [(o, rl_there) for o in opd
+             if (rl_there := at_equal_gain(o["gain"], rl)) is not None]
+    out = {"front_opd_gain_max": max(r["gain"] for r in opd),
+           "front_rl_gain_max": max(r["gain"] for r in rl),
+           "front_opd_points_in_rl_range": float(len(pairs)),
            "front_matched_rl_kl_beta": matched["kl_beta"],
-           "front_matched_gain_rl_minus_opd": matched["gain"] - fronts["opd"][0]["gain"]}
-    for side, other in (("rl", "opd"), ("opd", "rl")):
-        low, high = (f(r["gain"] for r in fronts[other]) for f in (min, max))
-        comparable = [r for r in fronts[side] if low <= r["gain"] <= high]
-        out[f"front_{side}_points_in_{other}_range"] = float(len(comparable))
-        for suffix, measures in (("", DESIGNABILITY), *((f"_{m}", (m,)) for m in DESIGNABILITY)):
-            out[f"front_{side}_dominated_frac{suffix}"] = (
-                float(np.mean([dominated(r, fronts[other], measures) for r in comparable]))
-                if comparable else float("nan"))
+           "front_matched_gain_rl_minus_opd": matched["gain"] - opd[0]["gain"]}
+    for suffix, measures in (("", DESIGNABILITY), *((f"_{m}", (m,)) for m in DESIGNABILITY)):
+        out[f"front_opd_no_worse_at_equal_gain_frac{suffix}"] = (
+            float(np.mean([all(o[m] <= there[m] for m in measures) for o, there in pairs]))
+            if pairs else float("nan"))
     return out | cost_metrics(matched_cost, prefix="matched_")
 
 
@@ -328,8 +329,9 @@ def _front_figure(rows, matched, matched_cost):
     labels = {"nll": "NLL per token under the base, minus the base's",
               "homopolymer": "longest homopolymer run", "identity": "mean pairwise identity"}
     for ax, m in zip(axes, DESIGNABILITY, strict=False):
-        for method, style in (("opd", "o"), ("rl", "^")):
-            pts = [r for r in rows if r["method"] == method]
+        for method, style in (("opd", "o"), ("rl", "^-")):  # RL joined in gain order: the
+            pts = sorted((r for r in rows if r["method"] == method),  # interpolation compared
+                         key=lambda r: r["gain"])
             ax.plot([r[m] for r in pts], [r["gain"] for r in pts], style,
                     color="C0" if method == "opd" else "C3",
                     label="OPD (teacher weights)" if method == "opd" else "GRPO (KL weight)")

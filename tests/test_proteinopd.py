@@ -310,15 +310,32 @@ def _point(method, gain, nll, homopolymer, identity, kl_beta=float("nan")):
             "identity": identity, "kl_beta": kl_beta}
 
 
-def test_domination_needs_the_gain_and_every_designability_measure():
-    from methods.proteinopd.front import dominated
+def test_designability_at_equal_gain_interpolates_along_the_front():
+    from methods.proteinopd.front import at_equal_gain
 
-    rl = _point("rl", 1.0, -0.5, 8.0, 0.5)
-    assert dominated(rl, [_point("opd", 1.0, -0.5, 8.0, 0.5)])  # ties count
-    assert dominated(rl, [_point("opd", 1.2, -0.6, 4.0, 0.1)])
-    assert not dominated(rl, [_point("opd", 0.9, -0.6, 4.0, 0.1)])  # less gain
-    assert not dominated(rl, [_point("opd", 1.2, -0.4, 4.0, 0.1)])  # worse NLL
-    assert dominated(rl, [_point("opd", 1.2, -0.4, 4.0, 0.1)], ("homopolymer", "identity"))
+    front = [_point("rl", 2.0, -0.4, 6.0, 0.3), _point("rl", 0.0, 0.0, 3.0, 0.1),
+             _point("rl", 1.0, -0.2, 4.0, 0.2)]  # unsorted on purpose
+    assert at_equal_gain(0.5, front) == pytest.approx(
+        {"nll": -0.1, "homopolymer": 3.5, "identity": 0.15})
+    assert at_equal_gain(2.0, front)["homopolymer"] == 6.0  # an end point is inside
+    assert at_equal_gain(2.5, front) is None and at_equal_gain(-0.1, front) is None
+
+
+def test_front_metrics_compare_opd_with_rl_at_its_own_gain():
+    from experiments.proteinopd import front_metrics
+
+    rl = [_point("rl", 0.0, 0.0, 3.0, 0.1, 5.0), _point("rl", 2.0, -0.4, 6.0, 0.3, 0.1)]
+    better = _point("opd", 1.0, -0.3, 4.0, 0.15)  # RL there: (-0.2, 4.5, 0.2)
+    worse_nll = _point("opd", 1.0, -0.1, 4.0, 0.15)
+    beyond = _point("opd", 3.0, -0.1, 3.0, 0.1)  # gain RL does not reach: not compared
+    unit = dict.fromkeys(["seconds", "sequences", "policy_tokens", "frozen_tokens",
+                          "reward_calls"], 1.0)
+    cost = {"a": unit | {"reached": True}, "b": unit | {"reached": True}}
+    m = front_metrics([better, worse_nll, beyond, *rl], rl[1], cost)
+    assert m["front_opd_points_in_rl_range"] == 2
+    assert m["front_opd_no_worse_at_equal_gain_frac"] == 0.5
+    assert m["front_opd_no_worse_at_equal_gain_frac_homopolymer"] == 1.0
+    assert m["front_opd_no_worse_at_equal_gain_frac_nll"] == 0.5
 
 
 def test_matched_rl_reaches_opds_gain_with_the_closest_designability():

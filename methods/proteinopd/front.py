@@ -12,11 +12,15 @@ import numpy as np
 DESIGNABILITY = ("nll", "homopolymer", "identity")  # lower is better for each
 
 
-def dominated(point: dict, others: list[dict], measures=DESIGNABILITY) -> bool:
-    """Whether some point of ``others`` has at least ``point``'s gain and no worse
-    designability on every one of ``measures``."""
-    return any(o["gain"] >= point["gain"] and all(o[m] <= point[m] for m in measures)
-               for o in others)
+def at_equal_gain(gain: float, front: list[dict], measures=DESIGNABILITY) -> dict | None:
+    """The designability of ``front`` at ``gain``: each measure interpolated linearly in gain
+    between the front's neighbouring points; None outside the front's gain range (equal gain
+    is not defined there)."""
+    points = sorted(front, key=lambda r: r["gain"])
+    gains = [r["gain"] for r in points]
+    if not gains[0] <= gain <= gains[-1]:
+        return None
+    return {m: float(np.interp(gain, gains, [r[m] for r in points])) for m in measures}
 
 
 MATCHED_ON = ("homopolymer", "identity")  # positive, scale-free as ratios
