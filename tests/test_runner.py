@@ -3,6 +3,7 @@ devices, threads and seeding."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -509,6 +510,26 @@ def test_sweep_summary_mean_std_best_and_fallback(tmp_path):
     summarize_sweep(tmp_path, {"not_a_metric": True})  # primary metrics absent: fall back
     assert "mse" in (tmp_path / "summary.md").read_text()
 
+
+
+def test_sweep_summary_judges_each_claim_per_configuration_over_its_seeds(tmp_path):
+    values = {(1, 0): 0.5, (1, 1): 0.7, (1, 2): 0.6, (2, 0): 0.5, (2, 1): -0.9, (2, 2): 0.1}
+    for i, ((steps, seed), value) in enumerate(values.items()):
+        job = tmp_path / str(i)
+        job.mkdir()
+        (job / "results.json").write_text(json.dumps({
+            "overrides": ["+paper=x", f"protocol.steps={steps}", f"seed={seed}"],
+            "metrics": {"rho": value}}))
+    claims = [{"id": "tracks", "holds_if": "rho > 0", "over_seeds": "mean_ci"},
+              {"id": "each_seed", "holds_if": "rho > 0.55", "over_seeds": "all"},
+              {"id": "real_scale", "holds_if": None}]
+    summarize_sweep(tmp_path, {"rho": True}, claims=claims)
+    rows = {r["protocol.steps"]: r for r in csv.DictReader(open(tmp_path / "summary.csv"))}
+    # steps=1: differences 0.5, 0.7, 0.6 have a t-interval above 0; steps=2 straddles it
+    assert rows["1"]["claim_tracks"] == "holds" and rows["2"]["claim_tracks"] == "does not hold"
+    assert rows["1"]["claim_each_seed"] == "does not hold"  # 0.5 at seed 0
+    assert rows["1"]["claim_real_scale"] == "not tested here"
+    assert "claim_tracks" in (tmp_path / "summary.md").read_text()
 
 def test_sweep_figure_plots_the_first_metric_that_differs(tmp_path, monkeypatch):
     import experiments.runner.sweep_summary as sweep_summary

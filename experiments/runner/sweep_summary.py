@@ -2,7 +2,9 @@
 
 Made from the jobs' ``results.json`` files only, so it works for every launcher (basic,
 joblib, submitit) and can be rebuilt later with ``make report SWEEP_DIR=...``. Jobs that
-differ only in ``seed`` form one configuration: mean ± std over seeds.
+differ only in ``seed`` form one configuration: mean ± std over seeds, and each of the
+paper's claims judged over those seeds as the report judges the default's (``claim_<id>``
+columns), so a sweep shows in which configurations a claim holds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from experiments.runner.job import paper_claims
 from experiments.runner.results import write_csv
 
 log = logging.getLogger("paperlab")
@@ -43,7 +46,8 @@ def _number(value: str) -> float | None:
 
 
 def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
-                    title: str | None = None) -> Path | None:
+                    title: str | None = None, claims: list[dict] | None = None
+                    ) -> Path | None:
     """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty).
 
     ``primary``: metric name -> higher is better (the paper's ``primary_metrics``); the
@@ -75,6 +79,8 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
                              if m["metrics"].get(name) is not None], dtype=float)
             row[f"{name}_mean"] = float(vals.mean()) if vals.size else math.nan
             row[f"{name}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+        for claim in claims or []:
+            row[f"claim_{claim['id']}"] = _verdict(claim, [m["metrics"] for m in members])
         rows.append(row)
     rows.sort(key=lambda r: tuple(_sort_key(r.get(k, "")) for k in swept))
     csv_path = sweep_dir / "summary.csv"
@@ -84,16 +90,9 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
 
     primary = {m: up for m, up in (primary or {}).items() if m in metric_names}
     shown = list(primary) or [m for m in metric_names if not m.startswith("time_")][:8]
-    header = swept + ["n_seeds"] + shown
-    best = {m: _best_row(rows, m, primary[m]) for m in primary if len(rows) > 1}
+    verdicts = [f"claim_{c['id']}" for c in claims or []]
     lines = [f"# {title or sweep_dir.name}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for i, row in enumerate(rows):
-        cells = [str(row.get(k, "")) for k in swept] + [str(row["n_seeds"])]
-        for m in shown:
-            cell = f"{row[f'{m}_mean']:.4g} ± {row[f'{m}_std']:.2g}"
-            cells.append(f"**{cell}**" if best.get(m) == i else cell)
-        lines.append("| " + " | ".join(cells) + " |")
+             *_table(rows, swept, shown, verdicts, primary)]
     if primary:
         lines.append("\nbold: best configuration (" + ", ".join(
             f"{m}: {'higher' if up else 'lower'} is better" for m, up in primary.items()) + ")")
@@ -111,6 +110,32 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
+
+
+def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[str],
+           primary: dict[str, bool]) -> list[str]:
+    """The summary's markdown table: settings, seeds, mean ± std (the best in bold), and
+    the claims' verdicts."""
+    header = swept + ["n_seeds"] + shown + verdicts
+    best = {m: _best_row(rows, m, primary[m]) for m in primary if len(rows) > 1}
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, row in enumerate(rows):
+        cells = [str(row.get(k, "")) for k in swept] + [str(row["n_seeds"])]
+        for m in shown:
+            cell = f"{row[f'{m}_mean']:.4g} ± {row[f'{m}_std']:.2g}"
+            cells.append(f"**{cell}**" if best.get(m) == i else cell)
+        lines.append("| " + " | ".join(cells + [row[v] for v in verdicts]) + " |")
+    return lines
+
+
+def _verdict(claim: dict, runs: list[dict]) -> str:
+    """A claim's verdict over one configuration's seeds (``claims.combine``)."""
+    from experiments.report.claims import combine
+
+    try:
+        return combine(claim.get("holds_if"), claim.get("over_seeds") or "all", runs).verdict
+    except Exception as err:  # noqa: BLE001 - a metric this sweep does not write, say
+        return f"error: {err}"
 
 
 def _best_row(rows: list[dict], metric: str, higher_is_better: bool) -> int | None:
@@ -183,7 +208,8 @@ class SweepSummary(Callback):
                                                      Path(config.hydra.sweep.dir).name)
         try:
             summarize_sweep(Path(config.hydra.sweep.dir),
-                            dict(paper.get("primary_metrics") or {}), title)
+                            dict(paper.get("primary_metrics") or {}), title,
+                            paper_claims(config))
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
 
@@ -199,10 +225,22 @@ class SweepSummary(Callback):
                       "\n".join(f"  {p}" for p in failed))
 
 
+def rebuild(sweep_dir: Path) -> Path | None:
+    """The summary again from the jobs' results, with the primary metrics and claims of the
+    paper they ran (``conf/paper/<key>.yaml``)."""
+    from experiments.report.build import paper_info
+
+    first = next(iter(sorted(sweep_dir.rglob("results.json"))), None)
+    key = json.loads(first.read_text()).get("paper") if first else None
+    info = paper_info(key) if key else {}
+    return summarize_sweep(sweep_dir, info.get("primary_metrics"),
+                           f"{key}: {sweep_dir.name}" if key else None, info.get("claims"))
+
+
 if __name__ == "__main__":
     import sys
 
     if len(sys.argv) != 2:
         sys.exit("usage: python -m experiments.runner.sweep_summary <sweep_dir>")
-    if summarize_sweep(Path(sys.argv[1])) is None:
+    if rebuild(Path(sys.argv[1])) is None:
         sys.exit(1)
