@@ -127,7 +127,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     results, opd, rl = comparison.variants(weights)
     front = comparison.pareto_front() if len(objectives) == 2 else []
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
-    ctx.save_table("pareto", front)
+    if front:  # two objectives: the teacher-weight front
+        ctx.save_table("pareto", front)
     start = results["base"]["design"]
     cost = cost_to_gain(opd.curve, rl.curve, start, p.gain_fraction)
     ctx.save_figure("proteinopd", _figure(results, front, opd.curve, rl.curve, objectives,

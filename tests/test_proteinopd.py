@@ -350,3 +350,12 @@ def test_matched_rl_reaches_opds_gain_with_the_closest_designability():
     assert matched_rl(rows)["kl_beta"] == 1.0
     assert matched_rl([opd, collapsed, half_near])["kl_beta"] == 0.2
     assert matched_rl([opd, closest_but_short])["kl_beta"] == 5.0  # none reaches: closest
+
+
+def test_three_objectives_run_without_a_teacher_weight_front(tmp_path):
+    three = ["protocol.objectives=[thermostability,stability,charge]",
+             "method.weights=[0.34,0.33,0.33]"]
+    metrics = run_paper(_small(tmp_path) + three, tmp_path / "run")
+    assert np.isfinite(metrics["property_gain_opd"])
+    assert metrics["front_opd_points_in_rl_range"] <= 1  # the student alone: no front
+    assert not (tmp_path / "run" / "tables" / "pareto.csv").exists()
