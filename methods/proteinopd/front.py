@@ -1,4 +1,4 @@
-"""Gain against designability: where one method's front dominates another's.
+"""Gain against designability: two methods' fronts compared at equal gain.
 
 A front point is a dict with ``gain`` (higher is better) and the designability measures of
 ``DESIGNABILITY`` (lower is better for each): NLL per token under the base model relative to
