@@ -321,21 +321,19 @@ def test_designability_at_equal_gain_interpolates_along_the_front():
     assert at_equal_gain(2.5, front) is None and at_equal_gain(-0.1, front) is None
 
 
-def test_front_metrics_compare_opd_with_rl_at_its_own_gain():
-    from experiments.proteinopd import front_metrics
+def test_opd_is_compared_with_rl_at_its_own_gain():
+    from methods.proteinopd.front import no_worse_at_equal_gain
 
     rl = [_point("rl", 0.0, 0.0, 3.0, 0.1, 5.0), _point("rl", 2.0, -0.4, 6.0, 0.3, 0.1)]
     better = _point("opd", 1.0, -0.3, 4.0, 0.15)  # RL there: (-0.2, 4.5, 0.2)
     worse_nll = _point("opd", 1.0, -0.1, 4.0, 0.15)
-    beyond = _point("opd", 3.0, -0.1, 3.0, 0.1)  # gain RL does not reach: not compared
-    unit = dict.fromkeys(["seconds", "sequences", "policy_tokens", "frozen_tokens",
-                          "reward_calls"], 1.0)
-    cost = {"a": unit | {"reached": True}, "b": unit | {"reached": True}}
-    m = front_metrics([better, worse_nll, beyond, *rl], rl[1], cost)
-    assert m["front_opd_points_in_rl_range"] == 2
-    assert m["front_opd_no_worse_at_equal_gain_frac"] == 0.5
-    assert m["front_opd_no_worse_at_equal_gain_frac_homopolymer"] == 1.0
-    assert m["front_opd_no_worse_at_equal_gain_frac_nll"] == 0.5
+    beyond = _point("opd", 3.0, -0.1, 3.0, 0.1)  # a gain RL does not reach: not compared
+    opd = [better, worse_nll, beyond]
+    assert no_worse_at_equal_gain(opd, rl) == (0.5, 2)
+    assert no_worse_at_equal_gain(opd, rl, ("homopolymer",)) == (1.0, 2)
+    assert no_worse_at_equal_gain(opd, rl, ("nll",)) == (0.5, 2)
+    share, compared = no_worse_at_equal_gain([beyond], rl)
+    assert compared == 0 and np.isnan(share)
 
 
 def test_matched_rl_reaches_opds_gain_with_the_closest_designability():

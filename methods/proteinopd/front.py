@@ -23,6 +23,19 @@ def at_equal_gain(gain: float, front: list[dict], measures=DESIGNABILITY) -> dic
     return {m: float(np.interp(gain, gains, [r[m] for r in points])) for m in measures}
 
 
+def no_worse_at_equal_gain(points: list[dict], front: list[dict], measures=DESIGNABILITY
+                           ) -> tuple[float, int]:
+    """The share of ``points`` whose designability is at most ``front``'s at the same gain
+    (``at_equal_gain``) on every one of ``measures``, over the points inside the front's gain
+    range (NaN when there is none), and how many those are."""
+    pairs = [(p, there) for p in points
+             if (there := at_equal_gain(p["gain"], front, measures)) is not None]
+    if not pairs:
+        return float("nan"), 0
+    return float(np.mean([all(p[m] <= there[m] for m in measures) for p, there in pairs])), \
+        len(pairs)
+
+
 MATCHED_ON = ("homopolymer", "identity")  # positive, scale-free as ratios
 
 
