@@ -224,9 +224,13 @@ def test_traced_costs_count_what_each_method_runs():
 
 # -- runs ---------------------------------------------------------------------------------------
 
-def _small(tmp_path):
-    keep = [o for o in SMOKE["proteinopd"] if not o.startswith("dataset.sequences")]
-    return [*keep, f"paths.cache_dir={tmp_path / 'cache'}"]
+def _small(tmp_path, front_kl_betas: str = "[]"):
+    """The smoke configuration on the full corpus size, without the designability front
+    unless asked for (the smoke run covers it)."""
+    keep = [o for o in SMOKE["proteinopd"]
+            if not o.startswith(("dataset.sequences", "protocol.front_kl_betas"))]
+    return [*keep, f"protocol.front_kl_betas={front_kl_betas}",
+            f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
 def test_proteinopd_smoke_run(smoke_run):
@@ -353,7 +357,7 @@ def test_matched_rl_reaches_opds_gain_with_the_closest_designability():
 def test_three_objectives_run_without_a_teacher_weight_front(tmp_path):
     three = ["protocol.objectives=[thermostability,stability,charge]",
              "method.weights=[0.34,0.33,0.33]"]
-    metrics = run_paper(_small(tmp_path) + three, tmp_path / "run")
+    metrics = run_paper(_small(tmp_path, "[1.0]") + three, tmp_path / "run")
     assert np.isfinite(metrics["property_gain_opd"])
     assert metrics["front_opd_points_in_rl_range"] <= 1  # the student alone: no front
     assert not (tmp_path / "run" / "tables" / "pareto.csv").exists()
