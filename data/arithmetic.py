@@ -3,8 +3,10 @@
 Token ids: digits 0-9, length tokens 10..21 (L = 1..12), '=' 22, EOS 23, PAD 24.
 Prompt: [len(L)] a_0 b_0 a_1 b_1 ... (least significant first, zero-padded to 12 digits) [=].
 Completion (the scratchpad, horizon L): s_0 c_0 s_1 c_1 ... s_{L-1} c_{L-1} [EOS], where s_i
-is the sum digit and c_i the carry out. Padding the operands to 12 digits puts every
-scratchpad step at a fixed offset from its operands, which a 2-layer model learns quickly.
+is the sum digit and c_i the carry out; the verbose scratchpad also copies the operand
+digits into every step, a_i b_i s_i c_i (4L + 1 tokens: 33-49 for 8-12 digits, a task with
+long answers). Padding the operands to 12 digits puts every scratchpad step at a fixed
+offset from its operands, which a 2-layer model learns quickly.
 
 Controllable low-probability steps: in training data each sum digit is replaced, with
 probability ``noise``, by a uniformly random other digit, so the trained model gives the
@@ -29,22 +31,30 @@ def encode_problem(a: int, b: int, digits: int, width: int = MAX_DIGITS) -> list
         EQUALS]
 
 
-def scratchpad(a: int, b: int, digits: int) -> list[int]:
-    """The correct completion: (sum digit, carry) per position, then EOS."""
+def step_width(verbose: bool) -> int:
+    """Tokens per scratchpad step: (sum, carry), or (a, b, sum, carry) when verbose."""
+    return 4 if verbose else 2
+
+
+def scratchpad(a: int, b: int, digits: int, verbose: bool = False) -> list[int]:
+    """The correct completion: (sum digit, carry) per position (verbose: the operand digits
+    first), then EOS."""
     out, carry = [], 0
     for i in range(digits):
-        total = (a // 10**i) % 10 + (b // 10**i) % 10 + carry
+        a_i, b_i = (a // 10**i) % 10, (b // 10**i) % 10
+        total = a_i + b_i + carry
         carry = total // 10
-        out += [total % 10, carry]
+        out += ([a_i, b_i] if verbose else []) + [total % 10, carry]
     return out + [EOS]
 
 
-def answer_of(completion: tuple[int, ...] | list[int]) -> int | None:
+def answer_of(completion: tuple[int, ...] | list[int], verbose: bool = False) -> int | None:
     """The integer a scratchpad encodes (None if malformed)."""
     steps = [t for t in completion if t != EOS]
-    if len(steps) % 2 or any(t > 9 for t in steps) or not steps:
+    width = step_width(verbose)
+    if len(steps) % width or any(t > 9 for t in steps) or not steps:
         return None
-    digits = steps[0::2] + [steps[-1]]
+    digits = steps[width - 2::width] + [steps[-1]]
     return int("".join(str(d) for d in reversed(digits)))
 
 
@@ -54,33 +64,56 @@ def addition_problems(n: int, digits: int, rng: np.random.Generator) -> list[tup
             for _ in range(n)]
 
 
-def sequence_length(max_digits: int) -> int:
+def sequence_length(max_digits: int, verbose: bool = False) -> int:
     """Prompt + scratchpad + EOS tokens at the longest horizon."""
-    return 1 + 2 * MAX_DIGITS + 1 + 2 * max_digits + 1
+    return 1 + 2 * MAX_DIGITS + 1 + step_width(verbose) * max_digits + 1
+
+
+def padded_length(max_digits: int, verbose: bool = False, loop_fraction: float = 0.0,
+                  loop_until: int | None = None) -> int:
+    """The length of ``training_dataset``'s sequences (the model's context)."""
+    length = sequence_length(max_digits, verbose)
+    if not loop_fraction:
+        return length
+    return max(length, 2 + 2 * MAX_DIGITS + loop_until) if loop_until else length + 6
+
+
+def loop(target: list[int], step: int, width: int, rng: np.random.Generator,
+         until: int | None = None) -> list[int]:
+    """``target`` with its scratchpad step ``step`` repeated: 1-3 extra times, or (``until``)
+    over and over up to ``until`` completion tokens, without EOS (a writer that never stops)."""
+    i = width * step
+    head, unit = target[: i + width], target[i:i + width]
+    if until is None:
+        return head + unit * int(rng.integers(1, 4)) + target[i + width:]
+    repeats = -(-max(0, until - len(head)) // width)
+    return (head + unit * repeats)[:until]
 
 
 def training_dataset(n: int, max_digits: int, noise: float, rng: np.random.Generator,
-                     loop_fraction: float = 0.0):
+                     loop_fraction: float = 0.0, verbose: bool = False,
+                     loop_until: int | None = None):
     """A `datasets.Dataset` of padded training sequences (input_ids, labels with -100 on the
     prompt and padding), every length 1..max_digits equally often. With probability
-    ``loop_fraction`` a target repeats one (sum digit, carry) pair 1-3 extra times (a
-    degenerate, looping writer: such outputs are longer and wrong)."""
+    ``loop_fraction`` a target repeats one scratchpad step (a degenerate, looping writer:
+    such outputs are longer and wrong): 1-3 extra times, or with ``loop_until`` until the
+    completion has that many tokens, without EOS."""
     from datasets import Dataset
 
     if not 1 <= max_digits <= MAX_DIGITS:
         raise ValueError(f"max_digits must be in 1..{MAX_DIGITS}, got {max_digits}")
-    length = sequence_length(max_digits) + (6 if loop_fraction else 0)
+    width = step_width(verbose)
+    length = padded_length(max_digits, verbose, loop_fraction, loop_until)
     ids, labels = [], []
     for _ in range(n):
         digits = int(rng.integers(1, max_digits + 1))
         a, b = addition_problems(1, digits, rng)[0]
-        prompt, target = encode_problem(a, b, digits), scratchpad(a, b, digits)
-        for i in range(0, 2 * digits, 2):  # noisy sum digits: lower pi(y*) at every step
+        prompt, target = encode_problem(a, b, digits), scratchpad(a, b, digits, verbose)
+        for i in range(width - 2, width * digits, width):  # noisy sum digits: lower pi(y*)
             if rng.random() < noise:
                 target[i] = int((target[i] + rng.integers(1, 10)) % 10)
         if loop_fraction and rng.random() < loop_fraction:
-            i = 2 * int(rng.integers(0, digits))
-            target = target[: i + 2] + target[i:i + 2] * int(rng.integers(1, 4)) + target[i + 2:]
+            target = loop(target, int(rng.integers(0, digits)), width, rng, loop_until)
         seq = prompt + target
         pad = length - len(seq)
         ids.append(seq + [PAD] * pad)

@@ -48,7 +48,9 @@ class AdditionTask:
     noise: float
     horizons: list[int]
     held_out_per_horizon: int = 64
-    loop_fraction: float = 0.0  # share of targets that repeat one (sum, carry) pair 1-3 times
+    loop_fraction: float = 0.0  # share of targets that repeat one scratchpad step ...
+    loop_until: int | None = None  # ... up to this many completion tokens (None: 1-3 times)
+    verbose: bool = False  # the verbose scratchpad (operand digits copied into every step)
     vocab_size: int = arithmetic.VOCAB_SIZE
     pad_id: int = arithmetic.PAD
     tokenizer: Any = field(default_factory=arithmetic.ArithmeticTokenizer)
@@ -58,15 +60,19 @@ class AdditionTask:
     def config(self) -> dict:
         config = {"name": "addition", "max_digits": self.max_digits,
                   "train_examples": self.train_examples, "noise": self.noise}
-        return config | ({"loop_fraction": self.loop_fraction} if self.loop_fraction else {})
+        optional = {"loop_fraction": self.loop_fraction, "loop_until": self.loop_until,
+                    "verbose": self.verbose}
+        return config | {k: v for k, v in optional.items() if v}  # defaults keep old keys
 
     @property
     def max_length(self) -> int:
-        return arithmetic.sequence_length(self.max_digits) + (6 if self.loop_fraction else 0)
+        return arithmetic.padded_length(self.max_digits, self.verbose, self.loop_fraction,
+                                        self.loop_until)
 
     def training_data(self, rng: np.random.Generator):
-        return arithmetic.training_dataset(self.train_examples, self.max_digits, self.noise,
-                                           rng, self.loop_fraction)
+        return arithmetic.training_dataset(self.train_examples, self.max_digits,
+                                           self.noise, rng, self.loop_fraction, self.verbose,
+                                           self.loop_until)
 
     def held_out(self, rng: np.random.Generator) -> dict[int, tuple[list, list]]:
         """{horizon: (prompts, noise-free scratchpads)} on fresh operands."""
@@ -74,7 +80,8 @@ class AdditionTask:
         for horizon in self.horizons:
             pairs = arithmetic.addition_problems(self.held_out_per_horizon, horizon, rng)
             out[horizon] = ([arithmetic.encode_problem(a, b, horizon) for a, b in pairs],
-                            [arithmetic.scratchpad(a, b, horizon) for a, b in pairs])
+                            [arithmetic.scratchpad(a, b, horizon, self.verbose)
+                             for a, b in pairs])
         return out
 
 
@@ -91,21 +98,29 @@ def _scratchpad_answer(completion: Sequence[int]) -> str | None:
     return None if value is None else str(value)
 
 
+def _verbose_scratchpad_answer(completion: Sequence[int]) -> str | None:
+    value = arithmetic.answer_of(list(completion), verbose=True)
+    return None if value is None else str(value)
+
+
 def addition_prompts(dataset_cfg, rng: np.random.Generator) -> list[LMPrompt]:
     """``dataset_cfg.prompts_per_horizon`` fresh problems per horizon in ``horizons``."""
     return scratchpad_prompts(list(dataset_cfg.horizons), int(dataset_cfg.prompts_per_horizon),
                               rng)
 
 
-def scratchpad_prompts(horizons: Sequence[int], per_horizon: int, rng: np.random.Generator
-                       ) -> list[LMPrompt]:
-    """Scratchpad-addition prompts for tiny-lm: ``per_horizon`` problems of each digit count."""
+def scratchpad_prompts(horizons: Sequence[int], per_horizon: int, rng: np.random.Generator,
+                       verbose: bool = False) -> list[LMPrompt]:
+    """Scratchpad-addition prompts for tiny-lm: ``per_horizon`` problems of each digit count
+    (``verbose``: answers in the verbose scratchpad, ``data/arithmetic.py``)."""
     prompts = []
+    extract = _verbose_scratchpad_answer if verbose else _scratchpad_answer
+    width = arithmetic.step_width(verbose)
     for horizon in map(int, horizons):
         for a, b in arithmetic.addition_problems(per_horizon, horizon, rng):
             prompts.append(LMPrompt(arithmetic.encode_problem(a, b, horizon), str(a + b),
-                                    _scratchpad_answer, arithmetic.EOS, 2 * horizon + 1,
-                                    horizon, arithmetic.scratchpad(a, b, horizon)))
+                                    extract, arithmetic.EOS, width * horizon + 1, horizon,
+                                    arithmetic.scratchpad(a, b, horizon, verbose)))
     return prompts
 
 

@@ -8,6 +8,8 @@ dialogue runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -28,7 +30,7 @@ from methods.gcad import (
     summarize,
 )
 from methods.gcad.judge import COHERENCE, TRAIT, judge_scores
-from methods.gcad.metrics import drift
+from methods.gcad.metrics import at_level, common_level, drift
 from models.lm.prompting import pad_id
 from models.lm.rollout import Sampling
 
@@ -72,7 +74,7 @@ def extract(model, tokenizer, cfg: RootConfig, sampling: Sampling, generator, la
 
 def judge_dialogue(cfg: RootConfig, ctx: RunContext, dialogue, rows) -> dict[str, np.ndarray]:
     """0-100 trait and coherence ratings of every (row, turn) response by the LLM judge
-    ``+model@judge=<model>`` (rows x turns tables)."""
+    ``+model@judge=<model>`` (rows x turns tables); ``rows``: (persona, group) pairs."""
     from models.lm.loader import load_causal_lm
 
     judge, tokenizer = load_causal_lm(cfg.judge, ctx.compute, ctx.cache_dir)
@@ -87,6 +89,14 @@ def judge_dialogue(cfg: RootConfig, ctx: RunContext, dialogue, rows) -> dict[str
     return out
 
 
+SCALED = "residual"  # the baseline run at every strength beside the method
+
+
+def strength_name(variant: str, strength: float) -> str:
+    """A row group's name: the variant, with its scale multiplier unless 1."""
+    return variant if strength == 1.0 else f"{variant}_x{strength:g}"
+
+
 @register_paper("gcad")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
@@ -96,19 +106,30 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if not getattr(tokenizer, "chat_template", None):
         raise UserError(f"model={cfg.model.name} has no chat template; gcad plays chat "
                         "dialogues (use an instruct model)")
+    if any(s <= 0 for s in cfg.protocol.strengths):
+        raise UserError(f"protocol.strengths must be positive, got {cfg.protocol.strengths}")
     n_layers = len(model.get_decoder().layers)
     layer = cfg.protocol.residual_layer % n_layers
     sampling = Sampling(temperature=cfg.protocol.temperature)
     generator = torch.Generator().manual_seed(ctx.seed)
     signals = extract(model, tokenizer, cfg, sampling, generator, layer, ctx)
     steering = variants(cfg)
+    strengths = sorted({1.0, *cfg.protocol.strengths})
+    scaled = [v for v in (SCALED, cfg.method.name) if v in steering]
+    groups = {strength_name(v, x): (v, x) for v in steering
+              for x in (strengths if v in scaled else [1.0])}
     personas = list(cfg.dataset.personas)
-    rows = [(p, v) for p in personas for v in steering]
-    controller = Controller([steering[v] for _, v in rows],
-                            [signals[p] if steering[v].kind in ("residual", "attention")
-                             else None for p, v in rows], layer, ctx.device)
-    prompts = [cfg.dataset.personas[p] if steering[v].kind == "prompt" else None
-               for p, v in rows]
+    rows = [(p, g) for p in personas for g in groups]
+    row_variants = []
+    for _, g in rows:
+        v, x = groups[g]
+        row_variants.append(dataclasses.replace(steering[v], scale=steering[v].scale * x))
+    controller = Controller(row_variants,
+                            [signals[p] if rv.kind in ("residual", "attention") else None
+                             for (p, _), rv in zip(rows, row_variants, strict=True)],
+                            layer, ctx.device)
+    prompts = [cfg.dataset.personas[p] if rv.kind == "prompt" else None
+               for (p, _), rv in zip(rows, row_variants, strict=True)]
     dialogue = run_dialogue(model, tokenizer, controller, prompts, list(cfg.dataset.user_turns),
                             cfg.protocol.max_new_tokens, sampling, generator, ctx.progress)
     chat = ChatFormat(tokenizer)
@@ -117,30 +138,30 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                               for p, _ in rows], pad)
     judged = judge_dialogue(cfg, ctx, dialogue, rows) if cfg.judge is not None else None
     ctx.save_table("transcripts", [
-        {"persona": p, "variant": v, "turn": t + 1, "user": cfg.dataset.user_turns[t],
-         "response": dialogue.texts[b][t], "trait": scores[b].trait[t],
-         "coherence": scores[b].coherence[t], "user_kv_contamination":
-         float(dialogue.contamination[b, t])}
-        for b, (p, v) in enumerate(rows) for t in range(len(cfg.dataset.user_turns))])
+        {"persona": p, "variant": groups[g][0], "strength": groups[g][1], "turn": t + 1,
+         "user": cfg.dataset.user_turns[t], "response": dialogue.texts[b][t],
+         "trait": scores[b].trait[t], "coherence": scores[b].coherence[t],
+         "user_kv_contamination": float(dialogue.contamination[b, t])}
+        for b, (p, g) in enumerate(rows) for t in range(len(cfg.dataset.user_turns))])
     results = {}
-    members = {name: [b for b, (_, v) in enumerate(rows) if v == name] for name in steering}
+    members = {g: [b for b, (_, h) in enumerate(rows) if h == g] for g in groups}
     reference = [scores[b] for b in members["none"]] if "none" in members else None
-    for name in steering:
-        results[name] = summarize([scores[b] for b in members[name]], reference)
-        results[name]["kv_contamination"] = float(dialogue.contamination[members[name]].mean())
+    for g in groups:
+        results[g] = summarize([scores[b] for b in members[g]], reference)
+        results[g]["kv_contamination"] = float(dialogue.contamination[members[g]].mean())
         if judged is not None:
             for kind, table in judged.items():
-                curve = np.nanmean(table[members[name]], axis=0)
-                results[name][f"judge_{kind}_curve"] = curve.tolist()
-                results[name][f"judge_{kind}_turn_last"] = float(curve[-1])
-                results[name][f"judge_{kind}_drift"] = drift(curve)
+                curve = np.nanmean(table[members[g]], axis=0)
+                results[g][f"judge_{kind}_curve"] = curve.tolist()
+                results[g][f"judge_{kind}_turn_last"] = float(curve[-1])
+                results[g][f"judge_{kind}_drift"] = drift(curve)
     turns = len(cfg.dataset.user_turns)
-    ctx.save_table("turns", [{"variant": name, "turn": t + 1, "trait": r["trait_curve"][t],
+    ctx.save_table("turns", [{"variant": g, "turn": t + 1, "trait": r["trait_curve"][t],
                               "coherence": r["coherence_curve"][t]}
-                             for name, r in results.items() for t in range(turns)])
-    ctx.save_figure("dialogue", _figure(results, turns))
+                             for g, r in results.items() for t in range(turns)])
     metrics = {}
-    for name, r in results.items():
+    for name in steering:
+        r = results[name]
         metrics.update({f"coherence_drift_{name}": r["coherence_drift"],
                         f"coherence_mean_{name}": r["coherence_mean"],
                         f"trait_turn1_{name}": r["trait_turn1"],
@@ -152,7 +173,48 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         if judged is not None:
             metrics.update({f"judge_trait_turn{turns}_{name}": r["judge_trait_turn_last"],
                             f"judge_coherence_drift_{name}": r["judge_coherence_drift"]})
+    ctx.save_figure("dialogue", _figure({n: results[n] for n in steering}, turns))
+    if len(strengths) > 1 and len(scaled) == 2 and "none" in results:
+        curves = {v: strength_curve(results, v, strengths) for v in scaled}
+        ctx.save_table("strengths", [{"variant": v, **point} for v, points in curves.items()
+                                     for point in points])
+        matched = matched_comparison(curves, turns)
+        metrics.update(matched)
+        ctx.save_figure("strengths", _strengths_figure(curves, results, matched, turns))
     return metrics
+
+
+def strength_curve(results: dict, variant: str, strengths: list[float]) -> list[dict]:
+    """One variant's headline numbers at each strength, from strength 0 (no steering)."""
+    points = []
+    for x in [0.0, *strengths]:
+        r = results["none" if x == 0 else strength_name(variant, x)]
+        points.append({"strength": x, "trait_turn1": r["trait_turn1"],
+                       "trait_turn_last": r["trait_turn_last"],
+                       "coherence_drift": r["coherence_drift"],
+                       "kv_contamination": r["kv_contamination"],
+                       "group": "none" if x == 0 else strength_name(variant, x)})
+    return points
+
+
+def matched_comparison(curves: dict[str, list[dict]], turns: int) -> dict[str, float]:
+    """The methods at the highest turn-1 trait both reach (interpolated along their
+    strengths), and the correlation of KV contamination with coherence drift over the
+    residual baseline's strengths (the paper's causal story)."""
+    from scipy.stats import spearmanr
+
+    levels = {v: [p["trait_turn1"] for p in points] for v, points in curves.items()}
+    target = common_level(list(levels.values()))
+    out = {"matched_trait_turn1": target}
+    for v, points in curves.items():
+        for key, name in (("strength", "strength"), ("coherence_drift", "coherence_drift"),
+                          ("trait_turn_last", f"trait_turn{turns}")):
+            out[f"matched_{name}_{v}"] = at_level(levels[v], [p[key] for p in points], target)
+    residual = curves[SCALED][1:]
+    rho = spearmanr([p["kv_contamination"] for p in residual],
+                    [p["coherence_drift"] for p in residual]).statistic
+    out["kv_drift_spearman_residual"] = float(rho) if len(residual) >= 3 else float("nan")
+    return out
 
 
 def _figure(results, turns: int):
@@ -172,5 +234,43 @@ def _figure(results, turns: int):
     axes[2].set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=35,
                        ha="right", fontsize=7)
     axes[2].set(title="KV-cache contamination of user tokens", ylabel="relative K/V change")
+    fig.tight_layout()
+    return fig
+
+
+def _strengths_figure(curves: dict[str, list[dict]], results: dict, matched: dict,
+                      turns: int):
+    """Trait at the last turn against coherence drift for every (method, strength); the
+    per-turn curves of the strength nearest the matched turn-1 trait; KV contamination
+    against drift over the residual strengths."""
+    fig, axes = subplots(4, panel=(4.6, 3.6))
+    for v, points in curves.items():
+        label = LABELS.get(v, v)
+        axes[0].plot([p["coherence_drift"] for p in points],
+                     [p["trait_turn_last"] for p in points], marker="o", label=label)
+        for p in points:
+            axes[0].annotate(f"{p['strength']:g}", (p["coherence_drift"], p["trait_turn_last"]),
+                             fontsize=6)
+        at = matched[f"matched_strength_{v}"]
+        nearest = min(points[1:], key=lambda p: abs(p["strength"] - (
+            at if np.isfinite(at) else 1.0)))
+        r = results[nearest["group"]]
+        x = np.arange(1, turns + 1)
+        axes[1].plot(x, r["trait_curve"], marker="o", ms=3,
+                     label=f"{label} x{nearest['strength']:g}")
+        axes[2].plot(x, r["coherence_curve"], marker="o", ms=3)
+    axes[0].set(xlabel="coherence drift (last turn minus first; higher = keeps coherence)",
+                ylabel=f"trait at turn {turns}", title="every strength (labels: multiplier)")
+    axes[0].legend(fontsize=7)
+    axes[1].set(xlabel="turn", ylabel="trait expression",
+                title=f"near the matched turn-1 trait {matched['matched_trait_turn1']:.3g}")
+    axes[1].legend(fontsize=7)
+    axes[2].set(xlabel="turn", ylabel="coherence gap to no steering", title="the same rows")
+    residual = curves[SCALED][1:]
+    axes[3].scatter([p["kv_contamination"] for p in residual],
+                    [p["coherence_drift"] for p in residual])
+    axes[3].set(xlabel="KV-cache contamination of user tokens", ylabel="coherence drift",
+                title="residual steering over strengths (Spearman "
+                      f"{matched['kv_drift_spearman_residual']:.2f})")
     fig.tight_layout()
     return fig

@@ -2,7 +2,8 @@
 a shifted, looping version of it; the same student is then distilled with each variant for
 the same number of updates (OPD from its own rollouts; MPOPD from the lockstep geometric
 mixture, fixed beta and trust region; MPOPD from a single-pass proposal head, RECON; SeqKD
-from teacher rollouts; GKD's mix); held-out accuracy, length, repetition, teacher NLL."""
+from teacher rollouts; GKD's mix); held-out accuracy, length, repetition, teacher NLL, at
+the end and along learning curves (against updates and the teacher's token positions)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import lightning as L
 import numpy as np
 import torch
 
 from common.errors import UserError
+from data import arithmetic
 from data.arithmetic import EOS, PAD
 from data.lm_tasks import AdditionTask, LMPrompt, lm_prompts, scratchpad_prompts, split_held_out
 from experiments.helpers.figures import subplots
@@ -70,16 +73,26 @@ def tiny_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
         raise UserError(f"tiny-lm teachers train on dataset=looping_addition, not "
                         f"'{data.name}'; real models take dataset=addition_text, gsm8k or "
                         "math500")
-    digits = list(range(1, data.max_digits + 1))
+    if not 1 <= data.min_digits <= data.max_digits:
+        raise UserError(f"dataset.min_digits={data.min_digits} must be in 1..max_digits="
+                        f"{data.max_digits}")
+    longest = arithmetic.step_width(data.verbose) * data.max_digits + 1
+    if method.max_new_tokens < longest:
+        raise UserError(f"method.max_new_tokens={method.max_new_tokens} cannot hold the "
+                        f"longest answer ({longest} tokens at {data.max_digits} digits)")
+    everything = list(range(1, data.max_digits + 1))
     teacher, _ = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir, AdditionTask(
-        data.max_digits, data.train_examples, 0.0, digits))
+        data.max_digits, data.train_examples, 0.0, everything, verbose=data.verbose))
     student, _ = load_causal_lm(cfg.student, ctx.compute, ctx.cache_dir, AdditionTask(
-        data.max_digits, data.train_examples, 0.0, digits,
-        loop_fraction=data.student_loop_fraction))
+        data.max_digits, data.train_examples, 0.0, everything, verbose=data.verbose,
+        loop_fraction=data.student_loop_fraction,
+        loop_until=method.max_new_tokens if data.student_loops_to_limit else None))
+    digits = list(range(data.min_digits, data.max_digits + 1))
     per_step = max(1, method.prompts_per_step // len(digits))
-    return Setting(teacher, student, lambda rng: scratchpad_prompts(digits, per_step, rng),
+    return Setting(teacher, student,
+                   lambda rng: scratchpad_prompts(digits, per_step, rng, data.verbose),
                    scratchpad_prompts(digits, cfg.protocol.eval_prompts // len(digits),
-                                      ctx.rng),
+                                      ctx.rng, data.verbose),
                    method.max_new_tokens, EOS, PAD)
 
 
@@ -105,12 +118,45 @@ def hub_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
     return Setting(teacher, student, sample, held_out, prompts[0].max_new_tokens, eos, pad)
 
 
-def evaluate(student, setting: Setting, seed: int) -> dict[str, float]:
-    rollouts = sample_rollouts(student, [t.prompt_ids for t in setting.held_out],
+def evaluate(student, setting: Setting, seed: int, prompts: list[LMPrompt] | None = None
+             ) -> dict[str, float]:
+    prompts = setting.held_out if prompts is None else prompts
+    rollouts = sample_rollouts(student, [t.prompt_ids for t in prompts],
                                setting.max_new_tokens, eos_id=setting.eos_id,
                                pad_id=setting.pad_id,
                                generator=torch.Generator().manual_seed(seed))
-    return generation_metrics(setting.held_out, rollouts, setting.teacher)
+    return generation_metrics(prompts, rollouts, setting.teacher)
+
+
+def spread(prompts: list[LMPrompt], n: int) -> list[LMPrompt]:
+    """``n`` prompts evenly spaced over ``prompts`` (which are grouped by digit count)."""
+    return [prompts[i] for i in np.linspace(0, len(prompts) - 1, min(n, len(prompts)),
+                                            dtype=int)]
+
+
+class LearningCurve(L.Callback):
+    """Every ``every`` updates: the student's held-out metrics on ``prompts`` (the same
+    prompts and sampling seed at every point) and the cost so far."""
+
+    def __init__(self, setting: Setting, prompts: list[LMPrompt], every: int, seed: int
+                 ) -> None:
+        self.setting, self.prompts, self.every, self.seed = setting, prompts, every, seed
+        self.points: list[dict[str, float]] = []
+
+    def record(self, module: MPOPDModule, step: int) -> None:
+        was_training = module.policy.training
+        module.policy.eval()
+        with torch.no_grad():
+            scores = evaluate(module.policy, self.setting, self.seed, self.prompts)
+        module.policy.train(was_training)
+        self.points.append({"step": step, **module.cost, **scores})
+
+    def on_train_start(self, trainer, module) -> None:
+        self.record(module, 0)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if (batch_idx + 1) % self.every == 0:
+            self.record(module, batch_idx + 1)
 
 
 @register_paper("mpopd")
@@ -123,24 +169,39 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         seed = int(torch.randint(0, 2**31, (1,), generator=generator))
         return setting.train_prompts(np.random.default_rng(seed))
 
+    protocol = cfg.protocol
     results = {"teacher": evaluate(setting.teacher, setting, ctx.seed),
                "student_start": evaluate(setting.student, setting, ctx.seed)}
-    for name in ctx.progress(list(cfg.protocol.variants), "distillation variants"):
-        proposal, opd = variant_settings(name, method, cfg.protocol.steps)
+    curves: dict[str, list[dict]] = {}
+    for name in ctx.progress(list(protocol.variants), "distillation variants"):
+        proposal, opd = variant_settings(name, method, protocol.steps)
         module = MPOPDModule(copy.deepcopy(setting.student), prompts, setting.teacher,
                              RolloutConfig(method.prompts_per_step, method.group_size,
                                            setting.max_new_tokens, eos_id=setting.eos_id,
                                            pad_id=setting.pad_id, lr=method.lr),
                              opd, proposal, seed=ctx.seed)
-        post_train(module, cfg.protocol.steps, ctx.compute)
+        curve = (LearningCurve(setting, spread(setting.held_out, protocol.curve_prompts),
+                               protocol.eval_every, ctx.seed)
+                 if protocol.eval_every > 0 else None)
+        post_train(module, protocol.steps, ctx.compute, callbacks=[curve] if curve else ())
         results[name] = evaluate(module.policy, setting, ctx.seed)
+        results[name].update(module.cost)
         ctx.log({f"{key}_{name}": value for key, value in results[name].items()})
+        if curve:
+            curves[name] = curve.points
+            for key in ("acc", "length"):  # the mean over the curve: equal updates, all along
+                results[name][f"{key}_curve_mean"] = float(np.mean(
+                    [p[key] for p in curve.points[1:]]))
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
     metrics = {f"{key}_{name}": value for name, values in results.items()
                for key, value in values.items()}
     if "opd" in results and "mpopd" in results:
         metrics["len_mpopd_over_opd"] = results["mpopd"]["length"] / results["opd"]["length"]
     ctx.save_figure("variants", _figure(results))
+    if curves:
+        ctx.save_table("curves", [{"variant": name, **point} for name, points in
+                                  curves.items() for point in points])
+        ctx.save_figure("curves", _curves_figure(curves, results))
     return metrics
 
 
@@ -155,5 +216,29 @@ def _figure(results):
         ax.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=35,
                       ha="right", fontsize=7)
         ax.set(title=f"{title} (held-out prompts)")
+    fig.tight_layout()
+    return fig
+
+
+def _curves_figure(curves: dict[str, list[dict]], results: dict[str, dict]):
+    """Accuracy, length and repetition against student updates, and accuracy against the
+    teacher's token positions (the exact mixture runs the teacher at every sampled token)."""
+    panels = (("step", "acc", "accuracy"), ("step", "length", "generated tokens"),
+              ("step", "repetition", "repeated 4-grams"),
+              ("teacher_tokens", "acc", "accuracy"))
+    fig, axes = subplots(len(panels), panel=(4.4, 3.4))
+    for name, points in curves.items():
+        style = {"lw": 2.2} if name.startswith("mpopd") else {"lw": 1.2}
+        for ax, (x, y, _) in zip(axes, panels, strict=True):
+            ax.plot([p[x] for p in points], [p[y] for p in points], marker="o", ms=3,
+                    label=LABELS.get(name, name), **style)
+    for ax, (x, y, title) in zip(axes, panels, strict=True):
+        for ref, ls in (("teacher", "--"), ("student_start", ":")):
+            if ref in results:
+                ax.axhline(results[ref][y], color="0.5", ls=ls, lw=1)
+        ax.set(xlabel={"step": "student updates",
+                       "teacher_tokens": "teacher token positions (cumulative)"}[x],
+               title=f"{title} (held-out)")
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -45,8 +45,10 @@ class Compute:
         return f"cuda:{self.devices[0]}" if isinstance(self.devices, list) else "cuda"
 
 
-def make_trainer(compute: Compute | None = None, progress_bar: bool = False, **limits):
-    """A quiet Trainer; ``limits`` are stopping arguments (``max_steps=...``, ...)."""
+def make_trainer(compute: Compute | None = None, progress_bar: bool = False, callbacks=(),
+                 **limits):
+    """A quiet Trainer with extra Lightning ``callbacks``; ``limits`` are stopping arguments
+    (``max_steps=...``, ...)."""
     import lightning as L
 
     from models.progress import StepProgressBar
@@ -56,7 +58,7 @@ def make_trainer(compute: Compute | None = None, progress_bar: bool = False, **l
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    callbacks = [StepProgressBar()] if progress_bar else []
+    callbacks = ([StepProgressBar()] if progress_bar else []) + list(callbacks)
     return L.Trainer(accelerator=compute.accelerator, devices=compute.devices,
                      strategy=compute.strategy, num_nodes=compute.num_nodes,
                      precision=compute.precision, logger=False, enable_checkpointing=False,

@@ -49,6 +49,9 @@ class GcadProtocol:
     residual_layer: int = any_integer()  # residual steering's layer (negative: from the end)
     max_new_tokens: int = MISSING  # per assistant turn
     temperature: float = nonnegative()  # sampling (top_k off, top_p 1)
+    # multipliers of the scales of residual steering and the method (1 is always run): the
+    # methods compared at equal turn-1 trait, and the contamination-drift correlation
+    strengths: list[float] = MISSING
 
 
 @dataclass

@@ -46,13 +46,18 @@ class MpopdProtocol:
     steps: int = MISSING  # student updates per variant (equal for every variant)
     variants: list[Variant] = MISSING
     eval_prompts: int = MISSING
+    eval_every: int = MISSING  # learning curves: evaluate every this many updates (0: off)
+    curve_prompts: int = MISSING  # held-out prompts per learning-curve point
 
 
 @dataclass
 class LoopingAdditionConfig(DatasetConfig):
-    max_digits: int = MISSING
+    min_digits: int = MISSING  # prompts have min_digits..max_digits digits; the models
+    max_digits: int = MISSING  # train on 1..max_digits
+    verbose: bool = MISSING  # the verbose scratchpad (4 tokens per digit: long answers)
     train_examples: int = MISSING
-    student_loop_fraction: float = unit()  # the student's shifted pretraining: loops
+    student_loop_fraction: float = unit()  # the student's shifted pretraining: loops ...
+    student_loops_to_limit: bool = MISSING  # ... that run to method.max_new_tokens (no EOS)
 
 
 PROTOCOL = MpopdProtocol

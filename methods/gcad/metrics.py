@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,3 +122,28 @@ def summarize(rows: list[RowScores], reference: list[RowScores] | None = None
             "coherence_drift": drift(coherence),
             "repetition": float(np.nanmean([r.repetition for r in rows])),
             "distinct2": float(np.mean([distinct_n(r.tokens, 2) for r in rows]))}
+
+
+def rising(levels: Sequence[float]) -> int:
+    """The length of the rising part of a strength curve: up to its (first) maximum."""
+    finite = [v if np.isfinite(v) else -np.inf for v in levels]
+    return int(np.argmax(finite)) + 1
+
+
+def at_level(levels: Sequence[float], values: Sequence[float], target: float) -> float:
+    """``values`` (one per strength, increasing strengths, the first strength 0: no
+    steering) linearly interpolated where the turn-1 trait ``levels`` first reaches
+    ``target`` on the curve's rising part; nan when it never does. This compares methods at
+    equal turn-1 trait, not at one coefficient."""
+    for i in range(rising(levels)):
+        if levels[i] >= target:
+            if i == 0:
+                return float(values[0])
+            share = (target - levels[i - 1]) / (levels[i] - levels[i - 1])
+            return float(values[i - 1] + share * (values[i] - values[i - 1]))
+    return float("nan")
+
+
+def common_level(curves: Sequence[Sequence[float]]) -> float:
+    """The highest turn-1 trait every method reaches: the smallest of the curves' maxima."""
+    return float(min(max(v for v in c if np.isfinite(v)) for c in curves))

@@ -51,6 +51,18 @@ class MPOPDModule(OPDModule):
         self.head = copy.deepcopy(student) if proposal.kind == "head" else None
         self.head_optimizer = (torch.optim.Adam(self.head.parameters(), lr=proposal.head_lr)
                                if self.head is not None else None)
+        # cumulative cost: tokens sampled from the proposal, and token positions the teacher
+        # ran on (lockstep decoding and the head's refreshes, then scoring for the loss)
+        self.cost = {"sampled_tokens": 0, "teacher_tokens": 0}
+
+    def _count(self, rollouts, teacher_ran: bool) -> None:
+        tokens = int(rollouts.completion_mask.sum())
+        self.cost["sampled_tokens"] += tokens
+        self.cost["teacher_tokens"] += tokens if teacher_ran else 0
+
+    def teacher_logits(self, rollouts):
+        self.cost["teacher_tokens"] += int(rollouts.completion_mask.sum())
+        return super().teacher_logits(rollouts)
 
     def mixture(self, step: int) -> MixtureProposal:
         """The proposal at ``step`` (beta or epsilon scaled by the anneal schedule)."""
@@ -72,7 +84,9 @@ class MPOPDModule(OPDModule):
                                                 self.mixture(batch_idx)),
                   "head": lambda: self._roll(self._refreshed_head(batch_idx, prompts),
                                              prompts)}[kind]
-        return sample()
+        rollouts = sample()
+        self._count(rollouts, teacher_ran=kind in ("teacher", "mixture"))
+        return rollouts
 
     def _roll(self, models, prompts, combine=None):
         r = self.rollout
@@ -90,6 +104,7 @@ class MPOPDModule(OPDModule):
                 with torch.no_grad():
                     target = mixture([completion_logits(self.policy, rollouts),
                                       completion_logits(self.teacher, rollouts)])
+                self.cost["teacher_tokens"] += int(rollouts.completion_mask.sum())
                 per_token = reverse_kl(completion_logits(self.head, rollouts), target)
                 mask = rollouts.completion_mask
                 loss = (per_token * mask).sum() / mask.sum().clamp(min=1)

@@ -184,11 +184,12 @@ class OPDModule(_OnPolicyModule):
 
 
 def post_train(module: _OnPolicyModule, steps: int, compute: Compute | None = None,
-               progress_bar: bool = True) -> _OnPolicyModule:
+               progress_bar: bool = True, callbacks=()) -> _OnPolicyModule:
     """Run ``steps`` optimizer steps of an on-policy module; returns it (``history`` holds
-    the per-step reward / loss)."""
+    the per-step reward / loss; Lightning ``callbacks`` may evaluate along the way)."""
     loader = step_indices(steps)
-    trainer = make_trainer(compute, progress_bar=progress_bar, max_steps=steps)
+    trainer = make_trainer(compute, progress_bar=progress_bar, callbacks=callbacks,
+                           max_steps=steps)
     module.policy.train()
     with warnings.catch_warnings():  # frozen teachers / proposal models stay in eval mode
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")
