@@ -89,8 +89,10 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 		ls conf/papers/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
 	else $(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS); fi
 
-summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest)
-	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1))
+# PUBLISH=<sweep name>: also copy its verdicts to docs/sweeps/ (the README's sweep column;
+# run make readme after)
+summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest) [PUBLISH=name]
+	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1)) $(if $(PUBLISH),--publish $(PUBLISH))
 
 reproduce: install  ## every paper's default at seeds 0,1,2 (PAPERS=a,b SEEDS=0,1; resumes)
 	$(PY) run.py -m +paper=$(PAPERS) seed=$(SEEDS) hydra/launcher=$(LAUNCHER) \

@@ -75,7 +75,9 @@ def padded_length(max_digits: int, verbose: bool = False, loop_fraction: float =
     length = sequence_length(max_digits, verbose)
     if not loop_fraction:
         return length
-    return max(length, 2 + 2 * MAX_DIGITS + loop_until) if loop_until else length + 6
+    if loop_until:
+        return max(length, 2 + 2 * MAX_DIGITS + loop_until)
+    return length + 3 * step_width(verbose)  # up to three repeated steps
 
 
 def loop(target: list[int], step: int, width: int, rng: np.random.Generator,

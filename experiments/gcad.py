@@ -39,12 +39,22 @@ LABELS = {"none": "no steering", "prompt": "system prompt", "residual": "residua
           "attention": "attention output, ungated", "gcad": "GCAD"}
 
 
+def chosen(names: list[str] | None, known: list[str], what: str) -> list[str]:
+    """``names`` (all ``known`` when None), each checked."""
+    unknown = sorted(set(names or []) - set(known))
+    if unknown:
+        raise UserError(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+    return known if names is None else [k for k in known if k in names]
+
+
 def variants(cfg: RootConfig) -> dict[str, Variant]:
-    """The baselines, then the method under its own name."""
+    """The baselines to run, then the method under its own name."""
     def variant(s: SteeringConfig) -> Variant:
         return Variant(s.kind, s.scale, s.positions, s.gate)
 
-    out = {name: variant(v) for name, v in cfg.protocol.baselines.items()}
+    baselines = cfg.protocol.baselines
+    out = {name: variant(baselines[name]) for name in chosen(
+        cfg.protocol.run_baselines, list(baselines), "baselines in protocol.run_baselines")}
     out[cfg.method.name] = variant(cfg.method)
     return out
 
@@ -118,7 +128,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     scaled = [v for v in (SCALED, cfg.method.name) if v in steering]
     groups = {strength_name(v, x): (v, x) for v in steering
               for x in (strengths if v in scaled else [1.0])}
-    personas = list(cfg.dataset.personas)
+    personas = chosen(cfg.protocol.personas, list(cfg.dataset.personas),
+                      "personas in protocol.personas")
     rows = [(p, g) for p in personas for g in groups]
     row_variants = []
     for _, g in rows:

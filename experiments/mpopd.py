@@ -158,6 +158,10 @@ class LearningCurve(L.Callback):
         if (batch_idx + 1) % self.every == 0:
             self.record(module, batch_idx + 1)
 
+    def on_train_end(self, trainer, module) -> None:
+        if self.points[-1]["step"] != trainer.global_step:  # the last point: the end
+            self.record(module, trainer.global_step)
+
 
 @register_paper("mpopd")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:

@@ -5,6 +5,7 @@ chat template pieces, the scores against unbatched forwards, and protocol runs."
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -27,7 +28,7 @@ from methods.gcad import (
     split_attention,
 )
 from methods.gcad.judge import judge_scores
-from methods.gcad.metrics import drift
+from methods.gcad.metrics import at_level, common_level, drift
 from methods.gcad.steering import Signals
 from models.lm.rollout import Sampling
 from models.lm.text_statistics import distinct_n
@@ -348,7 +349,7 @@ def test_protocol_runs_on_a_local_chat_model(run_dir, tmp_path, chat_model):
     _save_chat_model(tmp_path / "lm", chat_model)
     smoke = ["+paper=gcad", "model=qwen3-0.6b", f"model.hub_id={tmp_path / 'lm'}",
              "protocol.max_new_tokens=4", "protocol.residual_layer=0",
-             "dataset.user_turns=[Hi,More,Bye]"]
+             "dataset.user_turns=[Hi,More,Bye]", "protocol.strengths=[0.5,4.0]"]
     metrics = run_paper([*smoke, f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
     again = run_paper([*smoke, f"paths.cache_dir={tmp_path / 'cache2'}"], tmp_path / "again")
     assert {k: v for k, v in again.items() if not k.startswith("time_")} == {
@@ -360,6 +361,26 @@ def test_protocol_runs_on_a_local_chat_model(run_dir, tmp_path, chat_model):
     assert metrics["kv_contamination_residual"] > 0.0
     assert (run_dir / "figures" / "dialogue.png").exists()
     assert (run_dir / "tables" / "transcripts.csv").exists()
+    # both methods at 0 (no steering), 0.5, 1 and 4 times their scales, compared at the
+    # highest turn-1 trait both reach
+    strengths = list(csv.DictReader((run_dir / "tables" / "strengths.csv").open()))
+    assert [float(r["strength"]) for r in strengths] == [0, 0.5, 1, 4] * 2
+    level = metrics["matched_trait_turn1"]
+    assert level == pytest.approx(min(max(float(r["trait_turn1"]) for r in strengths
+                                          if r["variant"] == v) for v in ("residual", "gcad")))
+    assert -1 <= metrics["kv_drift_spearman_residual"] <= 1
+    assert (run_dir / "figures" / "strengths.png").exists()
+
+
+def test_at_level_interpolates_on_the_rising_part_of_a_strength_curve():
+    levels = [0.0, 1.0, 3.0, 2.0]  # turn-1 trait at strengths 0, 1, 2, 4: falls after 2
+    values = [10.0, 20.0, 40.0, -5.0]
+    assert at_level(levels, values, 2.0) == pytest.approx(30.0)  # half way from 1 to 3
+    assert at_level(levels, values, 0.0) == 10.0
+    assert at_level(levels, values, 3.0) == 40.0
+    assert np.isnan(at_level(levels, values, 3.5))  # never reached
+    assert common_level([levels, [0.0, 0.5, 2.5]]) == 2.5
+    assert common_level([[0.0, float("nan"), 1.5], levels]) == 1.5
 
 
 def test_real_model_fails_offline_with_one_line(tmp_path):

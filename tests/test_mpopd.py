@@ -5,6 +5,7 @@ probabilities (V = 3, L = 3), importance weighting by enumeration, and runs."""
 
 from __future__ import annotations
 
+import csv
 import itertools
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from data import arithmetic
 from methods.mpopd import (
     MixtureProposal,
     ProposalConfig,
@@ -251,9 +253,70 @@ def test_mpopd_smoke_run(smoke_run):
     metrics, run_dir = smoke_run("mpopd")
     for key in ("acc_opd", "acc_mpopd", "len_mpopd_over_opd", "repetition_opd",
                 "repetition_mpopd", "teacher_nll_mpopd", "acc_seqkd", "acc_gkd",
-                "acc_mpopd_trust_region", "acc_mpopd_head"):
+                "acc_mpopd_trust_region", "acc_mpopd_head", "acc_curve_mean_opd",
+                "length_curve_mean_mpopd"):
         assert key in metrics and np.isfinite(metrics[key])
+    # OPD's teacher scores what the student sampled; the exact mixture also decodes with it
+    assert metrics["teacher_tokens_opd"] == metrics["sampled_tokens_opd"]
+    assert metrics["teacher_tokens_mpopd"] == 2 * metrics["sampled_tokens_mpopd"]
+    assert metrics["teacher_tokens_seqkd"] == 2 * metrics["sampled_tokens_seqkd"]
+    curves = list(csv.DictReader((run_dir / "tables" / "curves.csv").open()))
+    opd = [row for row in curves if row["variant"] == "opd"]
+    assert [int(row["step"]) for row in opd] == [0, 2, 3]  # start, every 2 updates, end
+    assert float(opd[-1]["sampled_tokens"]) == metrics["sampled_tokens_opd"]
     assert (run_dir / "figures" / "variants.png").is_file()
+    assert (run_dir / "figures" / "curves.png").is_file()
+
+
+# -- the long-answer task --------------------------------------------------------------------
+
+def test_verbose_scratchpad_encodes_the_sum_and_copies_the_operands():
+    rng = np.random.default_rng(0)
+    for digits in (1, 5, 12):
+        for a, b in arithmetic.addition_problems(30, digits, rng):
+            pad = arithmetic.scratchpad(a, b, digits, verbose=True)
+            assert len(pad) == 4 * digits + 1 and pad[-1] == arithmetic.EOS
+            assert arithmetic.answer_of(pad, verbose=True) == a + b
+            assert pad[0:-1:4] == [int(c) for c in reversed(str(a).zfill(digits))]
+            assert pad[1:-1:4] == [int(c) for c in reversed(str(b).zfill(digits))]
+            assert arithmetic.answer_of(arithmetic.scratchpad(a, b, digits)) == a + b
+    assert arithmetic.scratchpad(57, 68, 2) == [5, 1, 2, 1, arithmetic.EOS]  # 57 + 68 = 125
+    assert arithmetic.answer_of(arithmetic.scratchpad(123, 456, 3), verbose=True) is None
+
+
+def test_a_loop_to_the_limit_repeats_one_step_and_never_ends():
+    rng = np.random.default_rng(1)
+    target = arithmetic.scratchpad(4321, 8765, 4, verbose=True)
+    looped = arithmetic.loop(target, 1, 4, rng, until=40)
+    assert len(looped) == 40 and arithmetic.EOS not in looped
+    assert looped[:8] == target[:8]
+    assert all(looped[i:i + 4] == target[4:8] for i in range(8, 40, 4))
+    short = arithmetic.loop(target, 1, 4, rng)  # 1-3 extra repeats, then the rest
+    assert short[-1] == arithmetic.EOS and (len(short) - len(target)) // 4 in (1, 2, 3)
+
+
+@pytest.mark.parametrize("verbose,loop_until", [(False, None), (True, None), (True, 64)])
+def test_training_sequences_fill_the_model_context(verbose, loop_until):
+    data = arithmetic.training_dataset(200, 12, 0.0, np.random.default_rng(2), 0.5, verbose,
+                                       loop_until)
+    length = arithmetic.padded_length(12, verbose, 0.5, loop_until)
+    assert {len(ids) for ids in data["input_ids"]} == {length}
+    longest = max(sum(t != -100 for t in labels) for labels in data["labels"])
+    assert longest <= length - 26  # the prompt takes 26 tokens
+    if loop_until:
+        assert longest == loop_until
+
+
+def test_long_answer_run_and_its_length_check(run_dir, tmp_path):
+    long = ["dataset.verbose=true", "dataset.student_loops_to_limit=true",
+            "dataset.min_digits=2", "method.max_new_tokens=12"]
+    metrics = run_paper([*_small(tmp_path, steps=2), *long, "protocol.variants=[opd]"],
+                        run_dir)
+    for name in ("teacher", "student_start", "opd"):
+        assert 1 <= metrics[f"length_{name}"] <= 12
+    _, failed = run_failing([*_small(tmp_path), *long[:-1], "method.max_new_tokens=8"],
+                            tmp_path / "short")
+    assert "9 tokens" in failed["error"]
 
 
 def test_sampled_objective_without_importance_weights_runs(run_dir, tmp_path):

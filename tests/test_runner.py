@@ -531,6 +531,31 @@ def test_sweep_summary_judges_each_claim_per_configuration_over_its_seeds(tmp_pa
     assert rows["1"]["claim_real_scale"] == "not tested here"
     assert "claim_tracks" in (tmp_path / "summary.md").read_text()
 
+def test_published_sweep_names_the_configurations_where_each_claim_holds(tmp_path):
+    from experiments.runner.sweep_summary import publish, regimes
+
+    sweep, docs = tmp_path / "sweep", tmp_path / "docs"
+    for steps in (300, 1500):
+        for seed, gain in enumerate((0.1, 0.2, 0.15) if steps == 300 else (0.1, -0.2, 0.0)):
+            job = sweep / f"{steps}_{seed}"
+            job.mkdir(parents=True)
+            (job / "results.json").write_text(json.dumps({
+                "paper": "mpopd", "overrides": ["+paper=mpopd", f"student.steps={steps}",
+                                                f"seed={seed}"],
+                "metrics": {"acc_mpopd": 0.5 + gain, "acc_opd": 0.5, "length_mpopd": 40,
+                            "length_opd": 40, "repetition_mpopd": 0.1,
+                            "repetition_opd": 0.1}}))
+    publish(sweep, "gap", docs)
+    record = json.loads((docs / "mpopd_gap.json").read_text())
+    assert record["settings"] == ["student.steps"]
+    assert [r["claims"]["higher_accuracy"] for r in record["rows"]] == ["holds",
+                                                                      "does not hold"]
+    assert "# mpopd: sweep gap" in (docs / "mpopd_gap.md").read_text()
+    assert regimes("mpopd", docs) == (
+        "[gap](docs/sweeps/mpopd_gap.md): higher_accuracy holds at student.steps=300, "
+        "shorter_generations absent in all 2, less_repetitive absent in all 2")
+
+
 def test_sweep_figure_plots_the_first_metric_that_differs(tmp_path, monkeypatch):
     import experiments.runner.sweep_summary as sweep_summary
 

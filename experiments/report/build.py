@@ -317,9 +317,12 @@ README_END = "<!-- end of results table -->"
 
 def readme_table(summary: list[dict[str, Any]]) -> str:
     """The README's results table, from the claims in conf/paper and a summary.json."""
+    from experiments.runner.sweep_summary import regimes
+
     by_key = {p["key"]: p for p in summary}
-    lines = [README_START, "", "| paper | claim | verdict | claims | runtime |",
-             "|---|---|---|---|---|"]
+    lines = [README_START, "", "| paper | claim | verdict | claims | runtime | where sweeps "
+             "found the claims (published sweeps, per configuration over seeds) |",
+             "|---|---|---|---|---|---|"]
     for key in all_papers():
         info = paper_info(key)
         p = by_key.get(key)
@@ -327,7 +330,7 @@ def readme_table(summary: list[dict[str, Any]]) -> str:
         tally = claims_tally(p) if p else ""
         runtime = runtime_text(p) if p else ""
         lines.append(f"| [{key}](docs/papers/{key}.md) | {info['claim']} | {verdict} | "
-                     f"{tally} | {runtime} |")
+                     f"{tally} | {runtime} | {regimes(key)} |")
     return "\n".join(lines + ["", README_END])
 
 

@@ -237,10 +237,66 @@ def rebuild(sweep_dir: Path) -> Path | None:
                            f"{key}: {sweep_dir.name}" if key else None, info.get("claims"))
 
 
-if __name__ == "__main__":
-    import sys
+PUBLISHED = Path("docs/sweeps")  # published sweep verdicts (the README's sweep column)
 
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m experiments.runner.sweep_summary <sweep_dir>")
-    if rebuild(Path(sys.argv[1])) is None:
-        sys.exit(1)
+
+def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
+    """Copy a sweep's summary (rebuilt from its jobs) to ``out/<paper>_<name>.md`` and its
+    per-configuration claim verdicts to ``out/<paper>_<name>.json``, for the docs and the
+    README, which say where each claim holds."""
+    import csv
+
+    if rebuild(sweep_dir) is None:
+        raise FileNotFoundError(f"no finished job under {sweep_dir}")
+    first = json.loads(next(iter(sorted(sweep_dir.rglob("results.json")))).read_text())
+    key = first["paper"]
+    with (sweep_dir / "summary.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    settings = list(rows[0])[:list(rows[0]).index("n_seeds")]
+    record = {"paper": key, "sweep": name, "settings": settings, "rows": [
+        {"settings": {k: r[k] for k in settings}, "n_seeds": int(r["n_seeds"]),
+         "claims": {c[len("claim_"):]: v for c, v in r.items() if c.startswith("claim_")}}
+        for r in rows]}
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{key}_{name}"
+    target.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    command = f"make sweep PAPER={key} SWEEP={name}"
+    target.with_suffix(".md").write_text(
+        (sweep_dir / "summary.md").read_text().replace(
+            f"# {key}: {sweep_dir.name}", f"# {key}: sweep {name}", 1)
+        + f"\nMade by `{command}`; published with `make summary SWEEP_DIR=<its folder> "
+          f"PUBLISH={name}`.\n")
+    log.info("published %s(.md, .json)", target)
+    return target
+
+
+def regimes(key: str, folder: Path = PUBLISHED) -> str:
+    """Per published sweep of paper ``key``: the configurations where each claim holds
+    (\"absent\" when it holds in none), as one line of text."""
+    parts = []
+    for path in sorted(folder.glob(f"{key}_*.json")):
+        record = json.loads(path.read_text())
+        rows = record["rows"]
+        claims = list(rows[0]["claims"]) if rows else []
+        found = []
+        for claim in claims:
+            where = [", ".join(f"{k}={v}" for k, v in r["settings"].items())
+                     for r in rows if r["claims"][claim] == "holds"]
+            found.append(f"{claim} " + (f"holds at {'; '.join(where)}" if where else
+                                        f"absent in all {len(rows)}"))
+        parts.append(f"[{record['sweep']}](docs/sweeps/{path.stem}.md): " + ", ".join(found))
+    return "<br>".join(parts)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="rebuild (and publish) a sweep summary")
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--publish", metavar="NAME",
+                        help=f"also write {PUBLISHED}/<paper>_NAME.md and .json")
+    args = parser.parse_args()
+    if args.publish:
+        publish(args.sweep_dir, args.publish)
+    elif rebuild(args.sweep_dir) is None:
+        raise SystemExit(1)

@@ -46,6 +46,8 @@ class GCADConfig(MethodConfig, SteeringConfig):
 @dataclass
 class GcadProtocol:
     baselines: dict[str, SteeringConfig] = MISSING  # compared with the method, name -> variant
+    run_baselines: list[str] | None = None  # the baselines to run (null: all of them)
+    personas: list[str] | None = None  # the dataset's personas to play (null: all of them)
     residual_layer: int = any_integer()  # residual steering's layer (negative: from the end)
     max_new_tokens: int = MISSING  # per assistant turn
     temperature: float = nonnegative()  # sampling (top_k off, top_p 1)
