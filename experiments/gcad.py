@@ -4,7 +4,9 @@ KV cache carried over all turns, one batch row per (persona, variant): no steeri
 persona as a system prompt, residual steering (all positions / assistant tokens), ungated
 attention-output steering and GCAD. Trait expression and coherence per turn are measured
 with the frozen model (``methods/gcad/metrics.py``), KV-cache contamination while the
-dialogue runs."""
+dialogue runs. With ``protocol.strengths``, residual steering and the method also run at
+those multiples of their scales (more rows of the same batch); they are then compared at
+equal turn-1 trait, and the residual rows' contamination is correlated with their drift."""
 
 from __future__ import annotations
 
@@ -130,11 +132,9 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
               for x in (strengths if v in scaled else [1.0])}
     personas = chosen(cfg.protocol.personas, list(cfg.dataset.personas),
                       "personas in protocol.personas")
-    rows = [(p, g) for p in personas for g in groups]
-    row_variants = []
-    for _, g in rows:
-        v, x = groups[g]
-        row_variants.append(dataclasses.replace(steering[v], scale=steering[v].scale * x))
+    rows = [(p, g) for p in personas for g in groups]  # one batch row each
+    row_variants = [dataclasses.replace(steering[groups[g][0]], scale=steering[
+        groups[g][0]].scale * groups[g][1]) for _, g in rows]
     controller = Controller(row_variants,
                             [signals[p] if rv.kind in ("residual", "attention") else None
                              for (p, _), rv in zip(rows, row_variants, strict=True)],
