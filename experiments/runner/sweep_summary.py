@@ -252,7 +252,8 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
     key = first["paper"]
     with (sweep_dir / "summary.csv").open() as f:
         rows = list(csv.DictReader(f))
-    settings = list(rows[0])[:list(rows[0]).index("n_seeds")]
+    every = list(rows[0])[:list(rows[0]).index("n_seeds")]
+    settings = [k for k in every if len({r[k] for r in rows}) > 1] or every  # the swept ones
     record = {"paper": key, "sweep": name, "settings": settings, "rows": [
         {"settings": {k: r[k] for k in settings}, "n_seeds": int(r["n_seeds"]),
          "claims": {c[len("claim_"):]: v for c, v in r.items() if c.startswith("claim_")}}
@@ -282,8 +283,9 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
         for claim in claims:
             where = [", ".join(f"{k}={v}" for k, v in r["settings"].items())
                      for r in rows if r["claims"][claim] == "holds"]
-            found.append(f"{claim} " + (f"holds at {'; '.join(where)}" if where else
-                                        f"absent in all {len(rows)}"))
+            found.append(f"{claim} " + (
+                f"holds in all {len(rows)}" if len(where) == len(rows) else
+                f"holds at {'; '.join(where)}" if where else f"absent in all {len(rows)}"))
         parts.append(f"[{record['sweep']}](docs/sweeps/{path.stem}.md): " + ", ".join(found))
     return "<br>".join(parts)
 
