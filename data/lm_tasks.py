@@ -11,6 +11,7 @@ and the training tasks that tiny-lm is trained on.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,13 +94,8 @@ def training_task(dataset_cfg) -> AdditionTask | None:
     return None
 
 
-def _scratchpad_answer(completion: Sequence[int]) -> str | None:
-    value = arithmetic.answer_of(list(completion))
-    return None if value is None else str(value)
-
-
-def _verbose_scratchpad_answer(completion: Sequence[int]) -> str | None:
-    value = arithmetic.answer_of(list(completion), verbose=True)
+def _scratchpad_answer(completion: Sequence[int], verbose: bool = False) -> str | None:
+    value = arithmetic.answer_of(list(completion), verbose)
     return None if value is None else str(value)
 
 
@@ -114,7 +110,7 @@ def scratchpad_prompts(horizons: Sequence[int], per_horizon: int, rng: np.random
     """Scratchpad-addition prompts for tiny-lm: ``per_horizon`` problems of each digit count
     (``verbose``: answers in the verbose scratchpad, ``data/arithmetic.py``)."""
     prompts = []
-    extract = _verbose_scratchpad_answer if verbose else _scratchpad_answer
+    extract = functools.partial(_scratchpad_answer, verbose=verbose)
     width = arithmetic.step_width(verbose)
     for horizon in map(int, horizons):
         for a, b in arithmetic.addition_problems(per_horizon, horizon, rng):

@@ -62,11 +62,7 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     for res in results:
         settings = _settings(res.get("overrides", []))
         groups[tuple(sorted(settings.items()))].append(res)
-    values: dict[str, set] = defaultdict(set)
-    for key in groups:
-        for k, v in key:
-            values[k].add(v)
-    swept = sorted(k for k, vs in values.items() if len(vs) > 1) or sorted(values)
+    swept = _swept([dict(key) for key in groups])
     metric_names = sorted({m for res in results for m, v in res["metrics"].items()
                            if isinstance(v, int | float)})
 
@@ -110,6 +106,15 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
+
+
+def _swept(configurations: list[dict[str, str]]) -> list[str]:
+    """The settings that differ between configurations (all of them when none does)."""
+    values: dict[str, set] = defaultdict(set)
+    for configuration in configurations:
+        for k, v in configuration.items():
+            values[k].add(v)
+    return sorted(k for k, vs in values.items() if len(vs) > 1) or sorted(values)
 
 
 def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[str],
@@ -225,13 +230,18 @@ class SweepSummary(Callback):
                       "\n".join(f"  {p}" for p in failed))
 
 
+def _paper_of(sweep_dir: Path) -> str | None:
+    """The paper the sweep's jobs ran (None before any job finished)."""
+    first = next(iter(sorted(sweep_dir.rglob("results.json"))), None)
+    return json.loads(first.read_text()).get("paper") if first else None
+
+
 def rebuild(sweep_dir: Path) -> Path | None:
     """The summary again from the jobs' results, with the primary metrics and claims of the
     paper they ran (``conf/paper/<key>.yaml``)."""
     from experiments.report.build import paper_info
 
-    first = next(iter(sorted(sweep_dir.rglob("results.json"))), None)
-    key = json.loads(first.read_text()).get("paper") if first else None
+    key = _paper_of(sweep_dir)
     info = paper_info(key) if key else {}
     return summarize_sweep(sweep_dir, info.get("primary_metrics"),
                            f"{key}: {sweep_dir.name}" if key else None, info.get("claims"))
@@ -248,12 +258,11 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
 
     if rebuild(sweep_dir) is None:
         raise FileNotFoundError(f"no finished job under {sweep_dir}")
-    first = json.loads(next(iter(sorted(sweep_dir.rglob("results.json")))).read_text())
-    key = first["paper"]
+    key = _paper_of(sweep_dir)
     with (sweep_dir / "summary.csv").open() as f:
         rows = list(csv.DictReader(f))
-    every = list(rows[0])[:list(rows[0]).index("n_seeds")]
-    settings = [k for k in every if len({r[k] for r in rows}) > 1] or every  # the swept ones
+    every = list(rows[0])[:list(rows[0]).index("n_seeds")]  # the settings columns
+    settings = _swept([{k: r[k] for k in every} for r in rows])
     record = {"paper": key, "sweep": name, "settings": settings, "rows": [
         {"settings": {k: r[k] for k in settings}, "n_seeds": int(r["n_seeds"]),
          "claims": {c[len("claim_"):]: v for c, v in r.items() if c.startswith("claim_")}}
