@@ -638,3 +638,32 @@ def test_installing_paperlab_adds_no_generic_top_level_names(tmp_path):
         probe = subprocess.run([sys.executable, "-c", f"import {name}; print({name}.__file__)"],
                                cwd=tmp_path, capture_output=True, text=True, env=env)
         assert str(ROOT) not in probe.stdout, f"{name} resolves into the checkout"
+
+
+def test_sweep_fits_the_log_log_slope_of_a_growth_law(tmp_path):
+    """ratio = 3 * size^1.5 over three sizes, two seeds each: the slope is 1.5, written to
+    fits.json and the summary, and published with the verdicts."""
+    from experiments.runner.sweep_summary import loglog_slopes, publish, regimes
+
+    sweep, docs = tmp_path / "sweep", tmp_path / "docs"
+    for size in (2, 4, 8):
+        for seed in (0, 1):
+            job = sweep / f"{size}_{seed}"
+            job.mkdir(parents=True)
+            (job / "results.json").write_text(json.dumps({
+                "paper": "directsynth",
+                "overrides": ["+paper=directsynth", f"dataset.training_size={size}",
+                              f"seed={seed}"],
+                "metrics": {"eval_cost_ratio_baseline_over_ours": 3 * size ** 1.5
+                            * (1.1 if seed else 1 / 1.1)}}))
+    fits = {"growth": {"metric": "eval_cost_ratio_baseline_over_ours",
+                       "over": "dataset.training_size"}}
+    summarize_sweep(sweep, fits=fits)
+    fitted = json.loads((sweep / "fits.json").read_text())
+    # the mean over seeds is 3 * size^1.5 * (1.1 + 1/1.1) / 2: the same factor at every size
+    assert fitted["growth"]["slope"] == pytest.approx(1.5)
+    assert "growth = 1.5" in (sweep / "summary.md").read_text()
+    assert loglog_slopes([{"dataset.training_size": "4", "r_mean": 1.0}],
+                         {"g": {"metric": "r", "over": "dataset.training_size"}}) == {}
+    publish(sweep, "training_size", docs)
+    assert "eval_cost_ratio_growth_exponent = 1.5" in regimes("directsynth", docs)

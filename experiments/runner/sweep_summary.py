@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.runner.job import paper_claims
 from experiments.runner.results import write_csv
@@ -46,13 +46,15 @@ def _number(value: str) -> float | None:
 
 
 def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
-                    title: str | None = None, claims: list[dict] | None = None
-                    ) -> Path | None:
+                    title: str | None = None, claims: list[dict] | None = None,
+                    fits: dict[str, dict] | None = None) -> Path | None:
     """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty).
 
     ``primary``: metric name -> higher is better (the paper's ``primary_metrics``); the
     table shows those the jobs have (else the jobs' first metrics) and marks the best
-    configuration in bold; the figure plots the first that differs between configurations."""
+    configuration in bold; the figure plots the first that differs between configurations.
+    ``fits``: name -> {metric, over}, log-log slopes written to ``fits.json`` and the table's
+    notes (the paper's ``sweep_fits``)."""
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("results.json"))]
     failed = sorted(p for p in sweep_dir.rglob("failed.json"))
     if not results:
@@ -92,6 +94,11 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     if primary:
         lines.append("\nbold: best configuration (" + ", ".join(
             f"{m}: {'higher' if up else 'lower'} is better" for m, up in primary.items()) + ")")
+    fitted = loglog_slopes(rows, fits or {})
+    (sweep_dir / "fits.json").write_text(json.dumps(fitted, indent=1) + "\n")
+    for name, fit in fitted.items():
+        lines.append(f"\n{name} = {fit['slope']:.3g}: the log-log slope of {fit['metric']} "
+                     f"against {fit['over']} ({len(fit['x'])} settings)")
     if failed:
         lines.append(f"\n{len(failed)} job(s) failed: "
                      + ", ".join(str(p.relative_to(sweep_dir)) for p in failed))
@@ -106,6 +113,24 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
+
+
+def loglog_slopes(rows: list[dict], fits: dict[str, dict]) -> dict[str, dict]:
+    """Least-squares slopes of log(metric mean) against log(setting) over the rows, for the
+    fits whose setting is numeric and takes at least two values (others are left out)."""
+    out = {}
+    for name, fit in fits.items():
+        points = sorted((_number(str(r.get(fit["over"], ""))), r.get(f"{fit['metric']}_mean"))
+                        for r in rows)
+        points = [(x, y) for x, y in points
+                  if x is not None and x > 0 and y is not None and y > 0]
+        if len({x for x, _ in points}) < 2:
+            continue
+        x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
+        out[name] = {"metric": fit["metric"], "over": fit["over"],
+                     "slope": float(np.polyfit(x, y, 1)[0]),
+                     "x": [p[0] for p in points], "y": [p[1] for p in points]}
+    return out
 
 
 def _swept(configurations: list[dict[str, str]]) -> list[str]:
@@ -212,9 +237,10 @@ class SweepSummary(Callback):
         title = f"{paper.get('key', 'sweep')}: " + (f"sweep {sweep}" if sweep else
                                                      Path(config.hydra.sweep.dir).name)
         try:
+            fits = OmegaConf.to_container(paper.get("sweep_fits") or {}, resolve=True)
             summarize_sweep(Path(config.hydra.sweep.dir),
                             dict(paper.get("primary_metrics") or {}), title,
-                            paper_claims(config))
+                            paper_claims(config), fits)
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
 
@@ -244,7 +270,8 @@ def rebuild(sweep_dir: Path) -> Path | None:
     key = _paper_of(sweep_dir)
     info = paper_info(key) if key else {}
     return summarize_sweep(sweep_dir, info.get("primary_metrics"),
-                           f"{key}: {sweep_dir.name}" if key else None, info.get("claims"))
+                           f"{key}: {sweep_dir.name}" if key else None, info.get("claims"),
+                           info.get("sweep_fits"))
 
 
 PUBLISHED = Path("docs/sweeps")  # published sweep verdicts (the README's sweep column)
@@ -266,7 +293,7 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
     record = {"paper": key, "sweep": name, "settings": settings, "rows": [
         {"settings": {k: r[k] for k in settings}, "n_seeds": int(r["n_seeds"]),
          "claims": {c[len("claim_"):]: v for c, v in r.items() if c.startswith("claim_")}}
-        for r in rows]}
+        for r in rows], "fits": json.loads((sweep_dir / "fits.json").read_text())}
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{key}_{name}"
     target.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
@@ -295,6 +322,8 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
             found.append(f"{claim} " + (
                 f"holds in all {len(rows)}" if len(where) == len(rows) else
                 f"holds at {'; '.join(where)}" if where else f"absent in all {len(rows)}"))
+        found += [f"{name} = {fit['slope']:.3g}"
+                  for name, fit in record.get("fits", {}).items()]
         parts.append(f"[{record['sweep']}](docs/sweeps/{path.stem}.md): " + ", ".join(found))
     return "<br>".join(parts)
 

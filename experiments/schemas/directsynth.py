@@ -24,6 +24,7 @@ class Sandbox(StrEnum):
 
 
 class Proposer(StrEnum):
+    potential = "potential"  # offline: potential heuristics over description-logic features
     grammar = "grammar"  # offline synthesizer over task features
     model = "model"  # a transformers model by name
     endpoint = "endpoint"  # an OpenAI-compatible chat endpoint
@@ -33,6 +34,17 @@ class RepairSearch(StrEnum):
     enumerate = "enumerate"  # the next enumerated program no counterexample refutes
     milp = "milp"  # integer weights satisfying every counterexample (HiGHS)
 
+
+
+class TestSet(StrEnum):
+    easy = "easy"  # the shipped easy test tasks
+    larger = "larger"  # generated tasks larger than every training and easy test task
+    both = "both"
+
+
+class TrainingSet(StrEnum):
+    ipc = "ipc"  # the shipped training tasks
+    generated = "generated"  # generated at dataset.training_size (the cost-scaling sweep)
 
 
 class Level(StrEnum):
@@ -58,7 +70,11 @@ class DirectSynthConfig(MethodConfig):
     search: RepairSearch = MISSING  # grammar proposer: how a repair is found
     max_terms: int = MISSING  # grammar: terms of an enumerated weighted sum
     weights: list[int] = any_integer()  # grammar: weights of enumerated terms
-    max_weight: int = MISSING  # grammar, milp: |weight| bound
+    max_weight: int = MISSING  # grammar (milp) and potential: |weight| bound
+    max_concept_complexity: int = within(1, None)  # potential: concept size bound
+    sample_states: int = within(0, None)  # potential: training states with h* to fit
+    max_features: int = within(1, None)  # potential: simplest features kept
+    milp_seconds: float = positive()  # potential: time limit of one weight solve
     max_new_tokens: int = MISSING  # language-model proposers
     temperature: float = nonnegative()
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
@@ -71,6 +87,8 @@ class DirectsynthProtocol:
     max_expansions: int = MISSING
     max_steps: int = MISSING
     perfect_max_states: int = MISSING
+    larger_max_states: int = MISSING  # improving-closure states per larger test task
+    reference_expansions: int = MISSING  # GBFS with h_FF, the reference plan on larger tasks
     timeout: float = positive()
     memory_mb: int = within(16, None)
 
@@ -83,6 +101,9 @@ class Ipc2023Config(DatasetConfig):
     training_tasks: int = MISSING
     test_level: Level = MISSING
     test_tasks: int = MISSING
+    test_set: TestSet = MISSING
+    training_set: TrainingSet = MISSING
+    training_size: int = within(1, None)  # generated training tasks: the generator's size
 
 
 PROTOCOL = DirectsynthProtocol

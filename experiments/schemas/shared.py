@@ -121,6 +121,15 @@ class Claim:
 
 
 @dataclass
+class SweepFit:
+    """A log-log slope the sweep summary fits: ``metric`` (mean over seeds) against the
+    swept numeric setting ``over``, when the sweep varies it."""
+
+    metric: str = MISSING
+    over: str = MISSING
+
+
+@dataclass
 class PaperInfo:
     """``paper:`` of ``conf/paper/<key>.yaml``: what the paper claims and what to plot."""
 
@@ -131,6 +140,8 @@ class PaperInfo:
     # metrics that sweep summaries tabulate (the first is plotted); name -> higher is better
     primary_metrics: dict[str, bool] = MISSING
     claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
+    # growth laws a sweep summary fits: name -> metric and the swept numeric setting
+    sweep_fits: dict[str, SweepFit] = field(default_factory=dict)
 
 
 class Accelerator(StrEnum):

@@ -1,11 +1,14 @@
 """A synthesized program on held-out test tasks: proven directness, hill climbing without
-search and GBFS (one sandboxed worker over all tasks), and the check that h* itself is
-direct where the state space is small enough to enumerate."""
+search and GBFS (one sandboxed worker over all tasks), the check that h* itself is direct
+where the state space is small enough to enumerate, and the reference plan length of GBFS
+with h_FF."""
 
 from __future__ import annotations
 
 import random
 
+from methods.directsynth.features import TaskView, task_spec
+from methods.directsynth.proposers import format_counterexample
 from methods.directsynth.search import (
     check_direct,
     gbfs,
@@ -16,24 +19,30 @@ from methods.directsynth.search import (
 from methods.directsynth.synthesis import Limits, run_over_tasks
 
 
-def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int) -> list[dict]:
-    """Directness verdict, hill climbing and GBFS of one program on each test task."""
+def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int,
+                     search: bool = True) -> list[dict]:
+    """Directness verdict, hill climbing and (``search``) GBFS of one program on each test
+    task."""
     rows = []
 
     def step(task, h) -> bool:
         direct = check_direct(task, h, limits.max_states)
         climb = hill_climb(task, h, max_steps)
-        search = gbfs(task, h, limits.max_expansions)
+        solved = search and gbfs(task, h, limits.max_expansions).solved
+        cex = direct.counterexample
         rows.append({"task": task.name, "verdict": direct.verdict,
+                     "counterexample": format_counterexample(cex).replace("\n", " | ")
+                     if cex else "",
                      "hill_climb_solved": climb.solved,
                      "hill_climb_plan": len(climb.plan) if climb.solved else None,
-                     "gbfs_solved": search.solved})
+                     "gbfs_solved": solved})
         return False
 
     error, _ = run_over_tasks(program, tasks, limits, step)
     if error:
         done = {r["task"] for r in rows}
-        rows += [{"task": t.name, "verdict": f"error: {error}", "hill_climb_solved": False,
+        rows += [{"task": t.name, "verdict": f"error: {error}", "counterexample": "",
+                  "hill_climb_solved": False,
                   "hill_climb_plan": None, "gbfs_solved": False}
                  for t in tasks if t.name not in done]
     return rows
@@ -52,3 +61,18 @@ def perfect_is_direct(tasks, max_states: int, max_steps: int, rng: random.Random
         rows.append({"task": task.name, "direct": check_direct(task, h, max_states).direct,
                      "optimal_climb": climb.solved and len(climb.plan) == values[task.init]})
     return rows
+
+
+def reference_plan_length(task, max_expansions: int) -> int | None:
+    """The plan length of greedy best-first search with h_FF (trusted, in this process), or
+    None when it does not finish within ``max_expansions``."""
+    view = TaskView(task_spec(task))
+    result = gbfs(task, lambda states: [view.h_ff(task.facts(s)) for s in states],
+                  max_expansions)
+    return len(result.plan) if result.solved else None
+
+
+def direct_or_climbs(rows: list[dict]) -> float:
+    """The fraction of test tasks proven direct or solved by hill climbing alone (rows of
+    :func:`evaluate_on_test`)."""
+    return sum(r["verdict"] == "direct" or r["hill_climb_solved"] for r in rows) / len(rows)

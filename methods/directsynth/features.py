@@ -10,9 +10,22 @@ sandboxed worker. The relaxed features ignore delete effects and negative precon
 - ``h_ff``: length of a relaxed plan extracted from h_add's best supporters (Hoffmann & Nebel);
 - ``landmarks``: facts not true that every relaxed plan from the state must achieve, found by
   backchaining from the goals through the shared preconditions of all achievers;
-- ``count(state, p)`` / ``goals_left(state, p)``: true facts and unachieved goals of predicate p.
+- ``count(state, p)`` / ``goals_left(state, p)``: true facts and unachieved goals of predicate p;
+- ``concept(state, text)``: the number of objects in a description-logic concept (below).
 
 Dead ends of the relaxation give ``inf``.
+
+Concepts and roles are s-expressions over the domain's predicates, as in the generalized
+potential heuristics of Francès, Corrêa, Geissmann & Pommerening (IJCAI 2019). Concepts
+denote sets of objects, roles sets of object pairs, both in the current state:
+
+- ``(top)``, ``(type t)``; ``(pred p i)`` / ``(goal p i)``: the objects at argument ``i`` of
+  the true (static or fluent) / goal facts of ``p``;
+- ``(not C)``, ``(and C D)``, ``(some R C)`` (objects with an R-successor in C), ``(all R C)``
+  (objects whose R-successors are all in C), ``(equal R S)`` (objects whose R- and
+  S-successors are the same set);
+- roles ``(pred p i j)`` / ``(goal p i j)``: the pairs at arguments ``i, j`` of true / goal
+  facts of ``p``; ``(inverse R)``; ``(plus R)``, R's transitive closure.
 """
 
 from __future__ import annotations
@@ -43,6 +56,9 @@ class TaskView:
             if not pre:
                 self._no_pre.append(k)
         self._last: dict = {}  # combine -> (state ids, (cost, supporter))
+        self.universe = frozenset(o for names in self.objects.values() for o in names)
+        self._parsed: dict = {}  # concept text -> expression
+        self._denoted: tuple = (None, {})  # (state, expression -> denotation)
 
     # ------------------------------------------------------------------ helpers
     def ids(self, state) -> frozenset[int]:
@@ -143,6 +159,113 @@ class TaskView:
 
     def goals_left(self, state, predicate: str) -> int:
         return sum(1 for g in self.goals if g[0] == predicate and g not in state)
+
+
+    def concept(self, state, text: str) -> int:
+        """The number of objects in the concept ``text`` (see the module docstring)."""
+        expr = self._parsed.get(text)
+        if expr is None:
+            expr = self._parsed[text] = parse_expression(text)
+        return len(self.denotation(state, expr))
+
+    def denotation(self, state, expr: tuple) -> frozenset:
+        """The objects (concepts) or object pairs (roles) of ``expr`` in ``state``; the
+        denotations of the last state are kept, since a program asks for several concepts
+        that share parts."""
+        state = frozenset(state)
+        if self._denoted[0] != state:
+            facts: dict = {}
+            for fact in state | self.static:
+                facts.setdefault(fact[0], []).append(fact)
+            self._denoted = (state, {"facts": facts})
+        memo = self._denoted[1]
+        if expr not in memo:
+            memo[expr] = self._denote(expr, memo["facts"])
+        return memo[expr]
+
+    def _denote(self, expr: tuple, facts: dict) -> frozenset:
+        op, args = expr[0], expr[1:]
+        if op in ("pred", "goal"):
+            source = facts.get(args[0], ()) if op == "pred" else \
+                [g for g in self.goals if g[0] == args[0]]
+            return primitive(source, args[1:])
+        if op == "type":
+            return frozenset(self.objects.get(args[0], ()))
+        state = self._denoted[0]
+        return construct(op, self.universe, [self.denotation(state, a) for a in args])
+
+
+def primitive(facts, positions) -> frozenset:
+    """Objects at argument ``positions[0]`` (one position: a concept) or pairs at the two
+    ``positions`` (a role) of ``facts`` of one predicate."""
+    at = [1 + int(i) for i in positions]
+    if len(at) == 1:
+        return frozenset(f[at[0]] for f in facts if len(f) > at[0])
+    i, j = at
+    return frozenset((f[i], f[j]) for f in facts if len(f) > max(i, j))
+
+
+def construct(op: str, universe: frozenset, sub: list) -> frozenset:
+    """The denotation of constructor ``op`` applied to its parts' denotations."""
+    if op == "top":
+        return universe
+    if op == "not":
+        return universe - sub[0]
+    if op == "and":
+        return sub[0] & sub[1]
+    if op == "inverse":
+        return frozenset((b, a) for a, b in sub[0])
+    if op == "plus":
+        return _closure(sub[0])
+    if op == "some":
+        return frozenset(a for a, b in sub[0] if b in sub[1])
+    if op == "all":
+        return universe - frozenset(a for a, b in sub[0] if b not in sub[1])
+    if op == "equal":
+        left, right = _successors(sub[0]), _successors(sub[1])
+        empty = frozenset()
+        return frozenset(a for a in universe if left.get(a, empty) == right.get(a, empty))
+    raise ValueError(f"unknown concept constructor '{op}'")
+
+
+def parse_expression(text: str) -> tuple:
+    """``"(some (pred on 0 1) (top))"`` -> ``("some", ("pred", "on", "0", "1"), ("top",))``."""
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    stack: list = [[]]
+    for token in tokens:
+        if token == "(":
+            stack.append([])
+        elif token == ")":
+            if len(stack) < 2:
+                raise ValueError(f"unbalanced parentheses in {text!r}")
+            done = tuple(stack.pop())
+            stack[-1].append(done)
+        else:
+            stack[-1].append(token)
+    if len(stack) != 1 or len(stack[0]) != 1 or not isinstance(stack[0][0], tuple):
+        raise ValueError(f"not one expression: {text!r}")
+    return stack[0][0]
+
+
+def _successors(pairs) -> dict:
+    out: dict = {}
+    for a, b in pairs:
+        out.setdefault(a, set()).add(b)
+    return {a: frozenset(bs) for a, bs in out.items()}
+
+
+def _closure(pairs) -> frozenset:
+    succ = _successors(pairs)
+    out = set()
+    for a in succ:
+        seen, stack = set(), list(succ[a])
+        while stack:
+            b = stack.pop()
+            if b not in seen:
+                seen.add(b)
+                stack.extend(succ.get(b, ()))
+        out.update((a, b) for b in seen)
+    return frozenset(out)
 
 
 def _sum(values) -> float:

@@ -49,7 +49,8 @@ TEMPLATE = '''def heuristic(state, task):
 @dataclass(frozen=True)
 class Feature:
     method: str  # a TaskView feature method
-    predicate: str | None = None
+    predicate: str | None = None  # its argument: a predicate, or a concept's text
+    complexity: int = 1  # grammar size (concepts: constructors and primitives)
 
     def code(self) -> str:
         arg = f", {self.predicate!r}" if self.predicate else ""
@@ -159,72 +160,17 @@ class GrammarProposer:
         return True
 
     def _solve_weights(self) -> dict[int, int] | None:
-        """Integer weights w with sum(w * features) satisfying every counterexample: on each,
-        some step of the path does not improve (a.w >= 0) or some successor improves
-        (a.w <= -1; features are integers). Reachability features carry weight >= 1 in total,
-        so relaxed dead ends are inf and never improve."""
-        from scipy.optimize import Bounds, LinearConstraint, milp
-
-        n, big_w = len(self.features), self.max_weight
-        reach = [i for i, f in enumerate(self.features) if f.method in REACHABILITY]
-        signed = [f.method in ("count", "goals_left") for f in self.features]
-        blocks = []
-        for path, successors in self.constraints:
-            steps = np.diff(path, axis=0)
-            if not np.isfinite(steps).all():
-                continue  # the path enters a relaxed dead end, which now stops it
-            options = [(a, ">=0") for a in steps]
-            options += [(a, "<=-1") for a in successors - path[-1] if np.isfinite(a).all()]
-            blocks.append(options)
-        k = sum(len(b) for b in blocks)
-        rows, lower, upper = [], [], []
-
-        def row(w_part, u_part=None, b_index=None, b_coef=0.0):
-            r = np.zeros(2 * n + k)
-            r[:n] = w_part
-            if u_part is not None:
-                r[n:2 * n] = u_part
-            if b_index is not None:
-                r[2 * n + b_index] = b_coef
-            return r
-
-        b_index = 0
-        for options in blocks:
-            pick = np.zeros(2 * n + k)
-            for a, kind in options:
-                big_m = big_w * np.abs(a).sum() + 1
-                if kind == ">=0":  # a.w >= -M (1 - b)
-                    rows.append(row(a, b_index=b_index, b_coef=-big_m))
-                    lower.append(-big_m)
-                    upper.append(np.inf)
-                else:  # a.w <= -1 + M (1 - b)
-                    rows.append(row(a, b_index=b_index, b_coef=big_m))
-                    lower.append(-np.inf)
-                    upper.append(big_m - 1)
-                pick[2 * n + b_index] = 1
-                b_index += 1
-            rows.append(pick)
-            lower.append(1)
-            upper.append(np.inf)
-        eye = np.eye(n)
-        for i in range(n):  # u >= |w|
-            rows += [row(-eye[i], eye[i]), row(eye[i], eye[i])]
-            lower += [0, 0]
-            upper += [np.inf, np.inf]
-        rows.append(row(np.isin(np.arange(n), reach).astype(float)))
-        lower.append(1)
-        upper.append(np.inf)
-        w_low = np.array([-big_w if s else 0 for s in signed], dtype=float)
-        bounds = Bounds(np.concatenate([w_low, np.zeros(n), np.zeros(k)]),
-                        np.concatenate([np.full(2 * n, big_w), np.ones(k)]))
-        cost = np.concatenate([np.zeros(n), np.ones(n), np.zeros(k)])
-        result = milp(cost, constraints=LinearConstraint(np.array(rows), lower, upper),
-                      integrality=np.ones(2 * n + k), bounds=bounds,
-                      options={"time_limit": 30.0})
-        if result.x is None:
-            return None
-        weights = np.round(result.x[:n]).astype(int)
-        return {i: int(w) for i, w in enumerate(weights) if w != 0}
+        """Integer weights satisfying every counterexample (:func:`counterexample_options`).
+        Reachability features carry weight >= 1 in total, so relaxed dead ends are inf and
+        never improve; the L1 norm of the weights is minimised."""
+        blocks = [counterexample_options(path, successors)
+                  for path, successors in self.constraints]
+        n = len(self.features)
+        reach = np.array([f.method in REACHABILITY for f in self.features], dtype=float)
+        low = [-self.max_weight if f.method in ("count", "goals_left") else 0
+               for f in self.features]
+        return solve_weights([b for b in blocks if b is not None], np.ones(n), low,
+                             self.max_weight, at_least_one=reach)
 
     def propose(self, feedback: list, tasks: dict[str, Task]) -> str | None:
         for item in feedback[self.feedback_seen:]:
@@ -240,6 +186,88 @@ class GrammarProposer:
             if self._fixes_all(candidate):
                 return self.program(candidate)
         return None
+
+
+def counterexample_options(path: np.ndarray, successors: np.ndarray) -> list | None:
+    """The ways a weight vector w satisfies one counterexample, given the feature rows of
+    its improving path s0..s and of the successors of s: some step of the path does not
+    improve (``a.w >= 0``) or some successor improves (``a.w <= -1``; features are
+    integers). None when the path enters a state that is a dead end for every w (an
+    infinite feature), which then stops it."""
+    steps = np.diff(path, axis=0)
+    if not np.isfinite(steps).all():
+        return None
+    options = [(a, ">=0") for a in steps]
+    options += [(a, "<=-1") for a in successors - path[-1] if np.isfinite(a).all()]
+    return options
+
+
+def solve_weights(blocks: list[list], cost: np.ndarray, low, high: int,
+                  at_least_one: np.ndarray | None = None, soft: list[list] = (),
+                  penalty=0.0, time_limit: float = 30.0) -> dict[int, int] | None:
+    """Integer weights ``low <= w <= high`` minimising ``sum(cost * |w|)`` such that in each
+    block at least one option ``(a, ">=0" | "<=-1")`` holds (big-M binaries, HiGHS), and
+    ``at_least_one . w >= 1`` when given. Block ``i`` of ``soft`` may be violated at
+    ``penalty`` (a number, or one per soft block). None when no such weights exist."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    n = len(cost)
+    blocks = [*blocks, *soft]
+    k = sum(len(b) for b in blocks)
+    width = 2 * n + k + len(soft)
+    rows, lower, upper = [], [], []
+
+    def row(w_part, u_part=None):
+        r = np.zeros(width)
+        r[:n] = w_part
+        if u_part is not None:
+            r[n:2 * n] = u_part
+        return r
+
+    b_index = 2 * n
+    for number, options in enumerate(blocks):
+        pick = np.zeros(width)
+        if number >= len(blocks) - len(soft):  # its violation variable
+            pick[width - len(blocks) + number] = 1
+        for a, kind in options:
+            big_m = high * np.abs(a).sum() + 1
+            r = row(a)
+            if kind == ">=0":  # a.w >= -M (1 - b)
+                r[b_index] = -big_m
+                lower.append(-big_m)
+                upper.append(np.inf)
+            else:  # a.w <= -1 + M (1 - b)
+                r[b_index] = big_m
+                lower.append(-np.inf)
+                upper.append(big_m - 1)
+            rows.append(r)
+            pick[b_index] = 1
+            b_index += 1
+        rows.append(pick)
+        lower.append(1)
+        upper.append(np.inf)
+    eye = np.eye(n)
+    for i in range(n):  # u >= |w|
+        rows += [row(-eye[i], eye[i]), row(eye[i], eye[i])]
+        lower += [0, 0]
+        upper += [np.inf, np.inf]
+    if at_least_one is not None:
+        rows.append(row(at_least_one))
+        lower.append(1)
+        upper.append(np.inf)
+    extra = k + len(soft)
+    bounds = Bounds(np.concatenate([np.asarray(low, dtype=float), np.zeros(n), np.zeros(extra)]),
+                    np.concatenate([np.full(2 * n, high), np.ones(extra)]))
+    objective = np.concatenate([np.zeros(n), np.asarray(cost, dtype=float), np.zeros(k),
+                                np.broadcast_to(np.asarray(penalty, dtype=float),
+                                                (len(soft),))])
+    constraints = LinearConstraint(np.array(rows), lower, upper) if rows else ()
+    result = milp(objective, constraints=constraints, integrality=np.ones(width),
+                  bounds=bounds, options={"time_limit": time_limit})
+    if result.x is None:
+        return None
+    weights = np.round(result.x[:n]).astype(int)
+    return {i: int(w) for i, w in enumerate(weights) if w != 0}
 
 
 # ---------------------------------------------------------------------------- language models

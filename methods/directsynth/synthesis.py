@@ -5,7 +5,8 @@
   back to the proposer; repeat until a program passes every training task or the budget ends.
 - :func:`sample_and_select` (Corrêa, Pereira & Seipp 2025): draw ``n`` programs from the same
   proposer without feedback, run GBFS with each on every training task and keep the one that
-  solves the most (ties: fewer expansions).
+  solves the most (ties: fewer expansions); :func:`baseline_at_equal_quality`: the smallest
+  sample whose selected program is as good on test tasks as a given target.
 
 Every program runs in a :class:`SandboxedHeuristic`; heuristic evaluations (states whose h a
 program computed) and wall-clock seconds are counted for both.
@@ -156,3 +157,23 @@ def sample_and_select(propose: Callable, tasks: list[Task], n: int,
     valid = [c for c in checks if not c.error]
     best = max(valid, key=lambda c: (c.solved, -c.expansions)) if valid else None
     return best, checks
+
+
+def baseline_at_equal_quality(sampled: list[CoverageCheck], target: float,
+                              quality: Callable[[str], float]) -> int | None:
+    """The smallest sample size whose selected program (most training tasks solved by GBFS,
+    then fewest expansions) reaches ``quality(program) >= target``; None when no prefix of
+    ``sampled`` does. Each distinct selected program is scored once."""
+    scores: dict[str, float] = {}
+    best = None
+    for m, check in enumerate(sampled, start=1):
+        if not check.error and (best is None or (check.solved, -check.expansions)
+                                > (best.solved, -best.expansions)):
+            best = check
+        if best is None:
+            continue
+        if best.program not in scores:
+            scores[best.program] = quality(best.program)
+        if scores[best.program] >= target:
+            return m
+    return None

@@ -1,5 +1,7 @@
 """PDDL planning benchmarks: per domain, its domain file and ordered training and test tasks.
 
+Larger test tasks and generated training tasks come from :mod:`data.planning.generators`.
+
 Shipped: the IPC 2023 Learning Track benchmarks (github.com/ipc2023-learning/benchmarks,
 commit ae70e8e; ten domains, the training tasks and the easy test tasks, with reference plans)
 under ``data/ipc2023-learning/``. ``root`` may name a full clone of that repository (or any
@@ -13,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import UserError
+from data.planning.generators import GENERATORS, LARGER_SIZES, SHIPPED_LARGER, generate
 
-SHIPPED = Path(__file__).with_name("ipc2023-learning")
+SHIPPED = Path(__file__).parent.parent / "ipc2023-learning"
 IPC2023_DOMAINS = ("blocksworld", "childsnack", "ferry", "floortile", "miconic", "rovers",
                    "satellite", "sokoban", "spanner", "transport")
 
@@ -48,3 +51,22 @@ def planning_domains(root: str | None, domains, training_level: str, training_ta
         out.append(PlanningDomain(name, folder / "domain.pddl", training[:training_tasks],
                                   testing[:test_tasks]))
     return out
+
+
+def larger_tasks(domain: PlanningDomain, seed: int, folder: Path) -> list[Path]:
+    """Test tasks larger than every shipped training and easy test task the run uses: the
+    domain's generator at :data:`LARGER_SIZES` (written to ``folder``), else the largest
+    shipped easy test tasks."""
+    if domain.name in GENERATORS:
+        return generate(domain.name, LARGER_SIZES[domain.name], seed, folder / domain.name)
+    shipped = domain.domain_file.parent / "testing" / "easy"
+    return [shipped / name for name in SHIPPED_LARGER if (shipped / name).exists()]
+
+
+def generated_training(domain: PlanningDomain, size: int, count: int, seed: int,
+                       folder: Path) -> list[Path]:
+    """``count`` generated training tasks of size ``size``."""
+    if domain.name not in GENERATORS:
+        raise UserError(f"dataset.training_set=generated: no generator for {domain.name}; "
+                        f"domains with one: {', '.join(sorted(GENERATORS))}")
+    return generate(domain.name, [size] * count, seed, folder / domain.name)
