@@ -113,6 +113,7 @@ def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
     final = ours.final.program if ours.final else GOAL_COUNT
     chosen = {"ours": final, "baseline": best.program if best else GOAL_COUNT,
               "goal_count": GOAL_COUNT}
+    start = time.perf_counter()
     test: dict[str, dict[str, list]] = {}
     if "easy" in testing:
         test["easy"] = {name: evaluate_on_test(program, testing["easy"], limits,
@@ -142,6 +143,7 @@ def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
             "programs_baseline_equal_quality": programs_equal,
             "evaluations_baseline": sum(c.evaluations for c in sampled),
             "seconds_baseline": baseline_seconds,
+            "seconds_test": time.perf_counter() - start,
             "baseline_training_solved": best.solved if best else 0,
             "program_ours": final, "program_baseline": chosen["baseline"],
             "test": test,

@@ -6,6 +6,7 @@ the language-model proposers (a local HTTP endpoint, the packaged SmolLM2) and p
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -578,11 +579,20 @@ SMALL_RUN = SMOKE["directsynth"]
 def test_protocol_run(smoke_run):
     m, run_dir = smoke_run("directsynth")
     for key in ("programs_ours", "programs_baseline", "eval_cost_ratio_baseline_over_ours",
-                "direct_test_frac_final", "solved_by_hillclimb_frac", "sandbox_escapes"):
+                "direct_test_frac_final", "solved_by_hillclimb_frac", "sandbox_escapes",
+                "larger_direct_or_hillclimb_frac", "domains_80pct_larger",
+                "programs_ratio_baseline_over_ours"):
         assert key in m
     assert m["sandbox_escapes"] == 0 and m["programs_baseline"] == 5
     assert m["perfect_direct_frac"] == 1.0
     assert m["eval_cost_ratio_baseline_over_ours"] > 1
+    # miconic's potential heuristic climbs every larger task; per-domain rows add up
+    assert m["larger_direct_or_hillclimb_frac_miconic"] == 1.0
+    assert m["domains_80pct_larger"] == sum(
+        m[f"larger_direct_or_hillclimb_frac_{d}"] >= 0.8 for d in ("miconic", "blocksworld"))
+    larger = {r["domain"]: r for r in csv.DictReader(open(run_dir / "tables" / "larger.csv"))}
+    assert set(larger) == {"miconic", "blocksworld"}
+    assert float(larger["miconic"]["reference_solved"]) == 1.0
 
 
 def test_language_model_proposer_needs_a_model(tmp_path):

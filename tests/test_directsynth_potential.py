@@ -241,3 +241,24 @@ def test_baseline_sample_size_at_equal_quality():
     assert baseline_at_equal_quality(checks, 0.9, quality.get) == 5
     assert baseline_at_equal_quality(checks, 0.95, quality.get) is None  # b never selected
     assert asked == ["a", "c"]  # each selected program scored once
+
+
+@pytest.mark.parametrize("domain", ["blocksworld", "miconic", "spanner", "transport"])
+def test_reference_planner_agrees_with_pyperplan(domain):
+    """GBFS with h_FF (the larger tasks' reference) against pyperplan's GBFS with h_FF on
+    domains pyperplan parses (no negative preconditions): both solve, the plans differ only
+    by tie-breaking (within a factor 1.6)."""
+    import logging
+
+    from pyperplan import planner
+
+    from methods.directsynth import reference_plan_length
+
+    logging.getLogger().setLevel(logging.WARNING)
+    for number in (3, 8):
+        problem = SHIPPED / domain / "testing" / "easy" / f"p{number:02d}.pddl"
+        theirs = planner.search_plan(str(SHIPPED / domain / "domain.pddl"), str(problem),
+                                     planner.SEARCHES["gbf"], planner.HEURISTICS["hff"])
+        ours = reference_plan_length(ground(SHIPPED / domain / "domain.pddl", problem), 5000)
+        assert theirs is not None and ours is not None
+        assert max(ours, len(theirs)) <= 1.6 * min(ours, len(theirs))

@@ -657,13 +657,16 @@ def test_sweep_fits_the_log_log_slope_of_a_growth_law(tmp_path):
                 "metrics": {"eval_cost_ratio_baseline_over_ours": 3 * size ** 1.5
                             * (1.1 if seed else 1 / 1.1)}}))
     fits = {"growth": {"metric": "eval_cost_ratio_baseline_over_ours",
-                       "over": "dataset.training_size"}}
+                       "over": "dataset.training_size", "threshold": 30}}
     summarize_sweep(sweep, fits=fits)
     fitted = json.loads((sweep / "fits.json").read_text())
     # the mean over seeds is 3 * size^1.5 * (1.1 + 1/1.1) / 2: the same factor at every size
     assert fitted["growth"]["slope"] == pytest.approx(1.5)
-    assert "growth = 1.5" in (sweep / "summary.md").read_text()
+    assert fitted["growth"]["first_reaching"] == 8  # 3 * 4^1.5 = 24 < 30 <= 3 * 8^1.5
+    assert "growth = 1.5: the log-log slope" in (sweep / "summary.md").read_text()
+    assert "it reaches 30 at dataset.training_size=8" in (sweep / "summary.md").read_text()
     assert loglog_slopes([{"dataset.training_size": "4", "r_mean": 1.0}],
                          {"g": {"metric": "r", "over": "dataset.training_size"}}) == {}
     publish(sweep, "training_size", docs)
-    assert "eval_cost_ratio_growth_exponent = 1.5" in regimes("directsynth", docs)
+    assert ("eval_cost_ratio_growth_exponent = 1.5" in regimes("directsynth", docs)
+            and "it stays below 100 (at most 68" in regimes("directsynth", docs))

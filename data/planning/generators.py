@@ -194,7 +194,7 @@ GENERATORS = {"blocksworld": blocksworld, "childsnack": childsnack, "ferry": fer
               "spanner": spanner, "transport": transport}
 # sizes of the larger test tasks: beyond every shipped training task the default run uses
 # (p01-p10) and its easy test tasks (p01-p05)
-LARGER_SIZES = {"blocksworld": (10, 12, 15), "childsnack": (8, 10, 12), "ferry": (8, 10, 12),
+LARGER_SIZES = {"blocksworld": (10, 12, 15), "childsnack": (5, 6, 7), "ferry": (8, 10, 12),
                 "floortile": (4, 4, 5), "miconic": (8, 10, 12), "satellite": (8, 10, 12),
                 "spanner": (4, 5, 6), "transport": (8, 10, 12)}
 SHIPPED_LARGER = ("p28.pddl", "p29.pddl", "p30.pddl")  # rovers and sokoban

@@ -97,8 +97,7 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     fitted = loglog_slopes(rows, fits or {})
     (sweep_dir / "fits.json").write_text(json.dumps(fitted, indent=1) + "\n")
     for name, fit in fitted.items():
-        lines.append(f"\n{name} = {fit['slope']:.3g}: the log-log slope of {fit['metric']} "
-                     f"against {fit['over']} ({len(fit['x'])} settings)")
+        lines.append("\n" + _fit_text(name, fit))
     if failed:
         lines.append(f"\n{len(failed)} job(s) failed: "
                      + ", ".join(str(p.relative_to(sweep_dir)) for p in failed))
@@ -130,7 +129,22 @@ def loglog_slopes(rows: list[dict], fits: dict[str, dict]) -> dict[str, dict]:
         out[name] = {"metric": fit["metric"], "over": fit["over"],
                      "slope": float(np.polyfit(x, y, 1)[0]),
                      "x": [p[0] for p in points], "y": [p[1] for p in points]}
+        if fit.get("threshold") is not None:
+            out[name]["threshold"] = fit["threshold"]
+            out[name]["first_reaching"] = next(
+                (px for px, py in points if py >= fit["threshold"]), None)
     return out
+
+
+def _fit_text(name: str, fit: dict) -> str:
+    text = (f"{name} = {fit['slope']:.3g}: the log-log slope of {fit['metric']} against "
+            f"{fit['over']} ({fit['x'][0]:g} to {fit['x'][-1]:g})")
+    if "threshold" in fit:
+        reached = fit["first_reaching"]
+        text += (f"; it reaches {fit['threshold']:g} at {fit['over']}={reached:g}"
+                 if reached is not None else
+                 f"; it stays below {fit['threshold']:g} (at most {max(fit['y']):.3g})")
+    return text
 
 
 def _swept(configurations: list[dict[str, str]]) -> list[str]:
@@ -237,7 +251,8 @@ class SweepSummary(Callback):
         title = f"{paper.get('key', 'sweep')}: " + (f"sweep {sweep}" if sweep else
                                                      Path(config.hydra.sweep.dir).name)
         try:
-            fits = OmegaConf.to_container(paper.get("sweep_fits") or {}, resolve=True)
+            fits = paper.get("sweep_fits")
+            fits = OmegaConf.to_container(fits, resolve=True) if fits else {}
             summarize_sweep(Path(config.hydra.sweep.dir),
                             dict(paper.get("primary_metrics") or {}), title,
                             paper_claims(config), fits)
@@ -322,8 +337,7 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
             found.append(f"{claim} " + (
                 f"holds in all {len(rows)}" if len(where) == len(rows) else
                 f"holds at {'; '.join(where)}" if where else f"absent in all {len(rows)}"))
-        found += [f"{name} = {fit['slope']:.3g}"
-                  for name, fit in record.get("fits", {}).items()]
+        found += [_fit_text(name, fit) for name, fit in record.get("fits", {}).items()]
         parts.append(f"[{record['sweep']}](docs/sweeps/{path.stem}.md): " + ", ".join(found))
     return "<br>".join(parts)
 

@@ -123,10 +123,12 @@ class Claim:
 @dataclass
 class SweepFit:
     """A log-log slope the sweep summary fits: ``metric`` (mean over seeds) against the
-    swept numeric setting ``over``, when the sweep varies it."""
+    swept numeric setting ``over``, when the sweep varies it; with ``threshold``, also the
+    smallest setting where the mean reaches it."""
 
     metric: str = MISSING
     over: str = MISSING
+    threshold: float | None = None
 
 
 @dataclass

@@ -4,7 +4,9 @@ for Classical Planning*, IJCAI 2019).
 
 - **Features**: the number of objects in a concept (:mod:`methods.directsynth.features`
   documents the language), built from the domain's predicates and their goal versions up to
-  a complexity bound, plus the open goals of each goal predicate and the nullary predicates.
+  a complexity bound, plus the open goals of each goal predicate, the nullary predicates and
+  the delete-relaxation estimates (h_add, h_max, h_FF, landmarks). Relaxed dead ends are
+  infinite in every program (its first line), so they never count as improving.
   Concepts whose denotations are equal on every sample state, and features whose counts are
   equal (or constant) on every sample state, are pruned; the simplest one is kept.
 - **Sample**: the complete state spaces of the smallest training tasks, with h*, up to
@@ -33,6 +35,7 @@ import numpy as np
 from common.errors import UserError
 from methods.directsynth.features import TaskView, construct, primitive, task_spec
 from methods.directsynth.proposers import (
+    REACHABILITY,
     Feature,
     counterexample_options,
     solve_weights,
@@ -41,6 +44,7 @@ from methods.directsynth.search import Counterexample, perfect_heuristic, state_
 from methods.directsynth.strips import Task
 
 INF = float("inf")
+RELAXED_COMPLEXITY = 2  # h_add, h_max, h_FF and landmarks cost like a two-part concept
 SAMPLE_PENALTY = 1.0  # a violated sample state costs as much as weight 1 on every feature
 DEAD_END_GUARD = '    if task.h_max(state) == float("inf"):\n        return float("inf")\n'
 
@@ -228,16 +232,16 @@ class PotentialProposer:
         goal_predicates = sorted({t.atoms[i][0] for t in tasks for i in range(len(t.atoms))
                                   if t.goal >> i & 1})
         nullary = sorted({a[0] for t in tasks for a in t.atoms if len(a) == 1})
-        simple = ([Feature("goals_left", p) for p in goal_predicates]
+        simple = ([Feature(name, complexity=RELAXED_COMPLEXITY) for name in REACHABILITY]
+                  + [Feature("goals_left", p) for p in goal_predicates]
                   + [Feature("count", p) for p in nullary])
         concepts, counts = ConceptGrammar(self.samples, self.views).features(max_complexity)
         self.features = (simple + concepts)[:max_features]
-        self.guard = any(s.value == INF for s in self.samples)  # the domain has dead ends
         kept = len(self.features) - len(simple)
         self.rows: dict[tuple[str, int], np.ndarray] = {}
         for s, row in zip(self.samples, counts[:, :kept], strict=True):
             view = self.views[s.task.name]
-            if self.guard and view.h_max(s.facts) == INF:
+            if view.h_max(s.facts) == INF:
                 row = np.full(len(self.features), INF)
             else:
                 row = np.concatenate([[f.value(view, s.facts) for f in simple], row])
@@ -265,7 +269,7 @@ class PotentialProposer:
             if view is None:
                 view = self.views[task.name] = TaskView(task_spec(task))
             facts = task.facts(state)
-            if self.guard and view.h_max(facts) == INF:
+            if view.h_max(facts) == INF:
                 values = np.full(len(self.features), INF)
             else:
                 values = np.array([f.value(view, facts) for f in self.features], dtype=float)
@@ -316,8 +320,7 @@ class PotentialProposer:
             term = term if abs(w) == 1 else f"{abs(w)} * {term}"
             body += (term if w > 0 else f"-{term}") if not body else \
                 (f" + {term}" if w > 0 else f" - {term}")
-        guard = DEAD_END_GUARD if self.guard else ""
-        return f"def heuristic(state, task):\n{guard}    return {body or 0}\n"
+        return f"def heuristic(state, task):\n{DEAD_END_GUARD}    return {body or 0}\n"
 
     def _random_weights(self) -> dict[int, int]:
         chance = np.array([0.5 ** f.complexity for f in self.features])
