@@ -48,7 +48,8 @@ def make_proposer(cfg: RootConfig, ctx: RunContext, domain, training, generator)
     if method.proposer.name == "potential":
         return PotentialProposer(training, method.max_concept_complexity, method.sample_states,
                                  method.max_features, method.max_weight, ctx.seed,
-                                 method.milp_seconds, method.max_terms, tuple(method.weights))
+                                 method.milp_seconds, method.max_terms, tuple(method.weights),
+                                 method.relaxed_features)
     if method.proposer.name == "grammar":
         return GrammarProposer(training[0], method.max_terms, tuple(method.weights), ctx.seed,
                                method.search.name, method.max_weight)

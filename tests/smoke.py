@@ -46,6 +46,7 @@ SMOKE: dict[str, list[str]] = {
                   "protocol.image_synthesis_steps=5"],
     "directsynth": ["+paper=directsynth", "dataset.domains=[miconic,blocksworld]",
                     "dataset.training_tasks=4", "dataset.test_tasks=2",
+                    "method.relaxed_features=false",
                     "protocol.baseline_programs=5", "method.max_programs=10"],
     "gscoreset": ["+paper=gscoreset", "dataset.gaussians=400", "dataset.size=24",
                   "dataset.prescribed_views=4", "dataset.novel_views=4",

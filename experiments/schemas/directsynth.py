@@ -75,6 +75,7 @@ class DirectSynthConfig(MethodConfig):
     sample_states: int = within(0, None)  # potential: training states with h* to fit
     max_features: int = within(1, None)  # potential: simplest features kept
     milp_seconds: float = positive()  # potential: time limit of one weight solve
+    relaxed_features: bool = MISSING  # potential: also h_add, h_max, h_FF, landmarks
     max_new_tokens: int = MISSING  # language-model proposers
     temperature: float = nonnegative()
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)

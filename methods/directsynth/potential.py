@@ -5,8 +5,9 @@ for Classical Planning*, IJCAI 2019).
 - **Features**: the number of objects in a concept (:mod:`methods.directsynth.features`
   documents the language), built from the domain's predicates and their goal versions up to
   a complexity bound, plus the open goals of each goal predicate, the nullary predicates and
-  the delete-relaxation estimates (h_add, h_max, h_FF, landmarks). Relaxed dead ends are
-  infinite in every program (its first line), so they never count as improving.
+  (``relaxed``) the delete-relaxation estimates h_add, h_max, h_FF and landmarks. Relaxed
+  dead ends are infinite in every program (its first line), so they never count as
+  improving.
   Concepts whose denotations are equal on every sample state, and features whose counts are
   equal (or constant) on every sample state, are pruned; the simplest one is kept.
 - **Sample**: the complete state spaces of the smallest training tasks, with h*, up to
@@ -44,7 +45,7 @@ from methods.directsynth.search import Counterexample, perfect_heuristic, state_
 from methods.directsynth.strips import Task
 
 INF = float("inf")
-RELAXED_COMPLEXITY = 2  # h_add, h_max, h_FF and landmarks cost like a two-part concept
+RELAXED_COMPLEXITY = 2  # h_add, h_max, h_FF, landmarks cost like a two-part concept
 SAMPLE_PENALTY = 1.0  # a violated sample state costs as much as weight 1 on every feature
 DEAD_END_GUARD = '    if task.h_max(state) == float("inf"):\n        return float("inf")\n'
 
@@ -84,11 +85,12 @@ class SampleState:
 
 
 def sample_states(tasks: list[Task], max_states: int) -> list[SampleState]:
-    """The complete state spaces (with h*) of the smallest training tasks, up to
-    ``max_states`` states; when even the smallest is larger, the first ``max_states`` states
-    of its breadth-first order without h* (usable for pruning, not as constraints)."""
+    """The complete state spaces (with h*) of the largest training tasks that fit in
+    ``max_states`` states together (more objects show more of the domain's structure);
+    when even the smallest is larger, the first ``max_states`` states of its breadth-first
+    order without h* (usable for pruning, not as constraints)."""
     out: list[SampleState] = []
-    for task in sorted(tasks, key=lambda t: (len(t.atoms), len(t.operators))):
+    for task in sorted(tasks, key=lambda t: (len(t.atoms), len(t.operators)), reverse=True):
         room = max_states - len(out)
         if room <= 0:
             break
@@ -221,7 +223,8 @@ class PotentialProposer:
 
     def __init__(self, tasks: list[Task], max_complexity: int = 5, sample_size: int = 200,
                  max_features: int = 150, max_weight: int = 10, seed: int = 0,
-                 time_limit: float = 5.0, max_terms: int = 3, weights=(1, 2, 3, -1, -2)):
+                 time_limit: float = 5.0, max_terms: int = 3, weights=(1, 2, 3, -1, -2),
+                 relaxed: bool = True):
         if max_complexity < 1:
             raise UserError("method.max_concept_complexity must be at least 1")
         self.max_weight, self.time_limit = max_weight, time_limit
@@ -232,7 +235,8 @@ class PotentialProposer:
         goal_predicates = sorted({t.atoms[i][0] for t in tasks for i in range(len(t.atoms))
                                   if t.goal >> i & 1})
         nullary = sorted({a[0] for t in tasks for a in t.atoms if len(a) == 1})
-        simple = ([Feature(name, complexity=RELAXED_COMPLEXITY) for name in REACHABILITY]
+        simple = ([Feature(name, complexity=RELAXED_COMPLEXITY)
+                   for name in (REACHABILITY if relaxed else ())]
                   + [Feature("goals_left", p) for p in goal_predicates]
                   + [Feature("count", p) for p in nullary])
         concepts, counts = ConceptGrammar(self.samples, self.views).features(max_complexity)
