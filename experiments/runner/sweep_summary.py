@@ -324,7 +324,8 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
 
 def regimes(key: str, folder: Path = PUBLISHED) -> str:
     """Per published sweep of paper ``key``: the configurations where each claim holds
-    (\"absent\" when it holds in none), as one line of text."""
+    (\"absent\" when it holds in none; claims whose metrics the sweep does not write are
+    left out) and its fits, as one line of text."""
     parts = []
     for path in sorted(folder.glob(f"{key}_*.json")):
         record = json.loads(path.read_text())
@@ -332,6 +333,8 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
         claims = list(rows[0]["claims"]) if rows else []
         found = []
         for claim in claims:
+            if all(r["claims"][claim].startswith("error") for r in rows):
+                continue  # the sweep's runs do not write the claim's metrics
             where = [", ".join(f"{k}={v}" for k, v in r["settings"].items())
                      for r in rows if r["claims"][claim] == "holds"]
             found.append(f"{claim} " + (
