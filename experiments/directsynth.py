@@ -118,7 +118,7 @@ def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
     test: dict[str, dict[str, list]] = {}
     if "easy" in testing:
         test["easy"] = {name: evaluate_on_test(program, testing["easy"], limits,
-                                               protocol.max_steps)
+                                               protocol.max_steps, search=name != "goal_count")
                         for name, program in chosen.items()}
     if "larger" in testing:
         test["larger"] = {name: evaluate_on_test(chosen[name], testing["larger"],
