@@ -49,7 +49,7 @@ def make_proposer(cfg: RootConfig, ctx: RunContext, domain, training, generator)
         return PotentialProposer(training, method.max_concept_complexity, method.sample_states,
                                  method.max_features, method.max_weight, ctx.seed,
                                  method.milp_seconds, method.max_terms, tuple(method.weights),
-                                 method.relaxed_features)
+                                 method.relaxed_features, method.milp_nodes)
     if method.proposer.name == "grammar":
         return GrammarProposer(training[0], method.max_terms, tuple(method.weights), ctx.seed,
                                method.search.name, method.max_weight)

@@ -74,7 +74,8 @@ class DirectSynthConfig(MethodConfig):
     max_concept_complexity: int = within(1, None)  # potential: concept size bound
     sample_states: int = within(0, None)  # potential: training states with h* to fit
     max_features: int = within(1, None)  # potential: simplest features kept
-    milp_seconds: float = positive()  # potential: time limit of one weight solve
+    milp_nodes: int = within(1, None)  # potential: branch-and-bound nodes per weight solve
+    milp_seconds: float = positive()  # potential: safety time limit of one weight solve
     relaxed_features: bool = MISSING  # potential: also h_add, h_max, h_FF, landmarks
     max_new_tokens: int = MISSING  # language-model proposers
     temperature: float = nonnegative()

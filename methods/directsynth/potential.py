@@ -17,7 +17,9 @@ for Classical Planning*, IJCAI 2019).
 - **Counterexamples**: each one adds the constraint of the loop: some step of its improving
   path does not improve, or its state gets an improving successor.
 - **Weights**: integers in ``[-max_weight, max_weight]`` minimising the complexity-weighted L1
-  norm (HiGHS through scipy), so that simple features are preferred.
+  norm (HiGHS through scipy), so that simple features are preferred. A solve stops after
+  ``node_limit`` branch-and-bound nodes (the best weights found so far): a work limit, so
+  the same run gives the same programs on any machine; ``time_limit`` is a safety net only.
 
 Without feedback (the sample-and-select baseline) the first draw is the loop's first program
 (the weights that fit the sample); the next draws are seeded random sparse programs of the
@@ -223,11 +225,11 @@ class PotentialProposer:
 
     def __init__(self, tasks: list[Task], max_complexity: int = 5, sample_size: int = 200,
                  max_features: int = 150, max_weight: int = 10, seed: int = 0,
-                 time_limit: float = 5.0, max_terms: int = 3, weights=(1, 2, 3, -1, -2),
-                 relaxed: bool = True):
+                 time_limit: float = 30.0, max_terms: int = 3, weights=(1, 2, 3, -1, -2),
+                 relaxed: bool = True, node_limit: int = 1):
         if max_complexity < 1:
             raise UserError("method.max_concept_complexity must be at least 1")
-        self.max_weight, self.time_limit = max_weight, time_limit
+        self.max_weight, self.time_limit, self.node_limit = max_weight, time_limit, node_limit
         self.max_terms, self.weights = max_terms, tuple(weights)
         self.views = {t.name: TaskView(task_spec(t)) for t in tasks}
         self.samples = sample_states(tasks, sample_size)
@@ -346,7 +348,7 @@ class PotentialProposer:
         weights = solve_weights(self.blocks, cost, [-self.max_weight] * len(cost),
                                 self.max_weight, soft=self.sample_blocks,
                                 penalty=SAMPLE_PENALTY * cost.sum() * self.sample_counts,
-                                time_limit=self.time_limit)
+                                time_limit=self.time_limit, node_limit=self.node_limit)
         if weights is None:
             return None
         return self.program(weights)

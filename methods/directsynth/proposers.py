@@ -204,11 +204,14 @@ def counterexample_options(path: np.ndarray, successors: np.ndarray) -> list | N
 
 def solve_weights(blocks: list[list], cost: np.ndarray, low, high: int,
                   at_least_one: np.ndarray | None = None, soft: list[list] = (),
-                  penalty=0.0, time_limit: float = 30.0) -> dict[int, int] | None:
+                  penalty=0.0, time_limit: float = 30.0,
+                  node_limit: int | None = None) -> dict[int, int] | None:
     """Integer weights ``low <= w <= high`` minimising ``sum(cost * |w|)`` such that in each
     block at least one option ``(a, ">=0" | "<=-1")`` holds (big-M binaries, HiGHS), and
     ``at_least_one . w >= 1`` when given. Block ``i`` of ``soft`` may be violated at
-    ``penalty`` (a number, or one per soft block). None when no such weights exist."""
+    ``penalty`` (a number, or one per soft block). ``node_limit`` bounds the branch-and-bound
+    nodes (deterministic, unlike ``time_limit``): the best weights found by then. None when
+    no such weights exist (or none was found within the limits)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n = len(cost)
@@ -263,7 +266,8 @@ def solve_weights(blocks: list[list], cost: np.ndarray, low, high: int,
                                                 (len(soft),))])
     constraints = LinearConstraint(np.array(rows), lower, upper) if rows else ()
     result = milp(objective, constraints=constraints, integrality=np.ones(width),
-                  bounds=bounds, options={"time_limit": time_limit})
+                  bounds=bounds, options={"time_limit": time_limit,
+                                          **({"node_limit": node_limit} if node_limit else {})})
     if result.x is None:
         return None
     weights = np.round(result.x[:n]).astype(int)
