@@ -49,22 +49,10 @@ from methods.directsynth.hostile import run_hostile_program
 from methods.directsynth.sandbox import valid_value
 
 from .conftest import run_failing, run_paper
+from .planning_helpers import in_process, shipped_task
 from .smoke import SMOKE
 
 INF = float("inf")
-
-
-def _task(domain: str, number: int, split: str = "training"):
-    return ground(SHIPPED / domain / "domain.pddl", SHIPPED / domain / split / "easy"
-                  / f"p{number:02d}.pddl")
-
-
-def _in_process(program: str, task):
-    """A trusted program's batch heuristic without the sandbox (test helper)."""
-    namespace: dict = {}
-    exec(program, namespace)
-    view = TaskView(task_spec(task))
-    return lambda states: [float(namespace["heuristic"](task.facts(s), view)) for s in states]
 
 
 def _brute_force_direct(task, values: dict[int, float]) -> bool:
@@ -128,10 +116,10 @@ def test_grounder_matches_pyperplan(domain):
 
 @pytest.mark.parametrize("domain", IPC2023_DOMAINS)
 def test_reference_plans_validate_and_gbfs_plans_are_valid(domain):
-    task = _task(domain, 4)
+    task = shipped_task(domain, 4)
     assert validate_plan(task, read_plan(SHIPPED / "solutions" / domain / "training" / "easy"
                                          / "p04.plan"))
-    result = gbfs(task, _in_process(GOAL_COUNT, task), 5000)
+    result = gbfs(task, in_process(GOAL_COUNT, task), 5000)
     assert result.solved and validate_plan(task, result.plan)
     broken = result.plan[:-1]
     assert not validate_plan(task, broken)
@@ -139,7 +127,7 @@ def test_reference_plans_validate_and_gbfs_plans_are_valid(domain):
 
 def test_negative_preconditions_are_respected():
     """ferry: sailing to the location the ferry is at is not applicable (not (at-ferry ?to))."""
-    task = _task("ferry", 2)
+    task = shipped_task("ferry", 2)
     names = [op.name for op, _ in task.successors(task.init)]
     here = next(a for a in task.facts(task.init) if a[0] == "at-ferry")[1]
     assert names and all(f"(sail {here} {here})" != n for n in names)
@@ -174,7 +162,7 @@ def _relaxed_optimum(task) -> float:
 @pytest.mark.parametrize("domain,number", SMALL[:6])
 def test_relaxed_features_bracket_the_optimal_relaxed_plan(domain, number):
     """h_max <= h+ <= h_FF <= h_add and h+ <= h*, on the initial state."""
-    task = _task(domain, number)
+    task = shipped_task(domain, number)
     view, facts = TaskView(task_spec(task)), task.facts(task.init)
     h_plus = _relaxed_optimum(task)
     assert view.h_max(facts) <= h_plus <= view.h_ff(facts) <= view.h_add(facts)
@@ -191,7 +179,7 @@ def test_an_action_without_preconditions_costs_one():
 
 def test_relaxed_dead_ends_are_infinite():
     """spanner: walking past the only spanner leaves the nut relaxed-unreachable."""
-    task = _task("spanner", 1)
+    task = shipped_task("spanner", 1)
     view = TaskView(task_spec(task))
     values = perfect_heuristic(task, 10**6)
     dead = [s for s, v in values.items() if v == INF]
@@ -211,7 +199,7 @@ def _random_heuristic(task, seed: int) -> dict[int, float]:
 def test_directness_equals_brute_force(domain, number):
     """The checker's verdict equals the explicit-graph recomputation for h*, goal count,
     h_FF and random heuristics (each a different pattern of plateaus and dead ends)."""
-    task = _task(domain, number)
+    task = shipped_task(domain, number)
     graph = state_space(task, 10**6)
     view = TaskView(task_spec(task))
     candidates = {"perfect": perfect_heuristic(task, 10**6),
@@ -228,8 +216,8 @@ def test_directness_equals_brute_force(domain, number):
 
 
 def test_goal_count_is_not_direct_on_blocksworld():
-    task = _task("blocksworld", 5)
-    result = check_direct(task, _in_process(GOAL_COUNT, task), 10**5)
+    task = shipped_task("blocksworld", 5)
+    result = check_direct(task, in_process(GOAL_COUNT, task), 10**5)
     assert result.verdict == "not direct"
 
 
@@ -253,7 +241,7 @@ def _verify_counterexample(task, h, cex):
 
 @pytest.mark.parametrize("domain,number", SMALL)
 def test_every_counterexample_is_reverified(domain, number):
-    task = _task(domain, number)
+    task = shipped_task(domain, number)
     found = 0
     for seed in range(8):
         h = table_heuristic(_random_heuristic(task, seed))
@@ -269,7 +257,7 @@ def test_direct_implies_randomized_hill_climbing_always_succeeds(domain, number)
     """With a direct h every run of randomized improving hill climbing reaches a goal; with a
     non-direct h some run gets stuck (its counterexample state is reachable by improving
     moves)."""
-    task = _task(domain, number)
+    task = shipped_task(domain, number)
     rng = random.Random(0)
     perfect = table_heuristic(perfect_heuristic(task, 10**6))
     assert all(hill_climb(task, perfect, 10**4, rng).solved for _ in range(300))
@@ -291,7 +279,7 @@ def test_direct_implies_randomized_hill_climbing_always_succeeds(domain, number)
 def test_each_repair_satisfies_every_counterexample_shown(search):
     """Every proposed program, evaluated in the sandbox on the counterexamples found before
     it, has a non-improving path step or an improving successor at each of them."""
-    tasks = [_task("blocksworld", k) for k in range(1, 7)]
+    tasks = [shipped_task("blocksworld", k) for k in range(1, 7)]
     proposer = GrammarProposer(tasks[0], seed=0, search=search)
     result = synthesize_direct(proposer.propose, tasks, 12, Limits())
     assert len(result.checks) >= 3
@@ -315,12 +303,12 @@ def test_each_repair_satisfies_every_counterexample_shown(search):
 def test_the_loop_finds_a_heuristic_direct_by_brute_force():
     """miconic: the accepted program is direct on every training task by the explicit-graph
     recomputation, and hill climbing alone solves them."""
-    tasks = [_task("miconic", k) for k in range(1, 7)]
+    tasks = [shipped_task("miconic", k) for k in range(1, 7)]
     proposer = GrammarProposer(tasks[0], seed=0, search="milp")
     result = synthesize_direct(proposer.propose, tasks, 30, Limits())
     assert result.succeeded
     for task in tasks:
-        h = _in_process(result.final.program, task)
+        h = in_process(result.final.program, task)
         values = dict(zip(state_space(task, 10**6), h(list(state_space(task, 10**6))),
                           strict=True))
         assert _brute_force_direct(task, values)
@@ -329,16 +317,16 @@ def test_the_loop_finds_a_heuristic_direct_by_brute_force():
 
 
 def test_check_program_stops_at_the_first_counterexample():
-    tasks = [_task("blocksworld", k) for k in (5, 6, 7)]
+    tasks = [shipped_task("blocksworld", k) for k in (5, 6, 7)]
     check = check_program(GOAL_COUNT, tasks, Limits())
     assert check.tasks_passed == 0 and check.counterexample.task == tasks[0].name
-    full = sum(check_direct(t, _in_process(GOAL_COUNT, t), 10**6).evaluations for t in tasks)
+    full = sum(check_direct(t, in_process(GOAL_COUNT, t), 10**6).evaluations for t in tasks)
     assert check.evaluations < full
 
 
 # ---------------------------------------------------------------------------- sandbox
 def test_hostile_programs_are_contained():
-    outcomes = run_hostile_suite(_task("ferry", 1), timeout=2.0)
+    outcomes = run_hostile_suite(shipped_task("ferry", 1), timeout=2.0)
     assert len(outcomes) == len(HOSTILE)
     assert not [o for o in outcomes if o.escaped]
     reasons = {o.name: o.outcome for o in outcomes}
@@ -356,7 +344,7 @@ def test_hostile_programs_are_contained():
 def test_the_escape_detector_sees_escapes_past_the_python_guards(name):
     """Without the operating-system boundary these programs get past the Python guards and
     the suite reports the escape, so the containment test above can fail."""
-    assert run_hostile_program(name, _task("ferry", 1), sandbox="unsafe_process").escaped
+    assert run_hostile_program(name, shipped_task("ferry", 1), sandbox="unsafe_process").escaped
 
 
 def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
@@ -462,7 +450,7 @@ def test_reply_values_are_checked_again_by_the_caller():
 
 
 def test_sandbox_reports_errors_and_keeps_valid_values():
-    task = _task("ferry", 1)
+    task = shipped_task("ferry", 1)
     with SandboxedHeuristic("def heuristic(state, task):\n    return len(state) / 2\n") as h:
         h.set_task(task)
         assert h([task.init]) == [len(task.facts(task.init)) / 2]
@@ -510,7 +498,7 @@ def test_endpoint_proposer_against_a_local_server():
         proposer = LanguageModelProposer(http_generator(url, "test-model", 64, 0.0),
                                          (domain / "domain.pddl").read_text(),
                                          (domain / "training/easy/p01.pddl").read_text())
-        tasks = [_task("blocksworld", k) for k in (5, 6)]
+        tasks = [shipped_task("blocksworld", k) for k in (5, 6)]
         result = synthesize_direct(proposer.propose, tasks, 2, Limits())
     finally:
         server.shutdown()
@@ -550,7 +538,7 @@ def test_a_program_that_fails_is_reported_back_to_the_model():
         return next(replies)
 
     proposer = LanguageModelProposer(generate, "(define (domain d))", "(define (problem p))")
-    result = synthesize_direct(proposer.propose, [_task("ferry", 1)], 2, Limits())
+    result = synthesize_direct(proposer.propose, [shipped_task("ferry", 1)], 2, Limits())
     assert "NameError" in result.checks[0].error and "failed to run" in prompts[1]
     assert proposer.replies_without_program == 1 and "no program" in result.checks[1].error
 

@@ -30,20 +30,9 @@ from methods.directsynth.potential import ConceptGrammar, render, sample_states
 from methods.directsynth.proposers import solve_weights
 from methods.directsynth.synthesis import CoverageCheck
 
+from .planning_helpers import in_process, shipped_task
+
 INF = float("inf")
-
-
-def _task(domain: str, number: int, split: str = "training"):
-    return ground(SHIPPED / domain / "domain.pddl", SHIPPED / domain / split / "easy"
-                  / f"p{number:02d}.pddl")
-
-
-def _in_process(program: str, task):
-    """A trusted program's batch heuristic without the sandbox (test helper)."""
-    namespace: dict = {}
-    exec(program, namespace)
-    view = TaskView(task_spec(task))
-    return lambda states: [float(namespace["heuristic"](task.facts(s), view)) for s in states]
 
 
 def _random_states(task, n: int, seed: int) -> list[int]:
@@ -117,7 +106,7 @@ EXPRESSIONS = {
 
 @pytest.mark.parametrize("domain", sorted(EXPRESSIONS))
 def test_concepts_equal_their_first_order_definitions(domain):
-    task = _task(domain, 6)
+    task = shipped_task(domain, 6)
     view = TaskView(task_spec(task))
     for state in _random_states(task, 12, seed=1):
         facts = task.facts(state)
@@ -127,7 +116,7 @@ def test_concepts_equal_their_first_order_definitions(domain):
 
 
 def test_malformed_concepts_are_refused():
-    view = TaskView(task_spec(_task("miconic", 1)))
+    view = TaskView(task_spec(shipped_task("miconic", 1)))
     for text in ("(and (top)", "(top) (top)", "(frobnicate (top))"):
         with pytest.raises(ValueError):
             view.concept(frozenset(), text)
@@ -137,7 +126,7 @@ def test_malformed_concepts_are_refused():
 def test_grammar_counts_equal_the_sandbox_evaluator_and_are_distinct(domain):
     """The bottom-up counts the MILP fits are the counts the emitted program computes; no
     two features count alike on the sample and none is constant."""
-    tasks = [_task(domain, k) for k in range(1, 5)]
+    tasks = [shipped_task(domain, k) for k in range(1, 5)]
     views = {t.name: TaskView(task_spec(t)) for t in tasks}
     samples = sample_states(tasks, 150)
     features, counts = ConceptGrammar(samples, views).features(5)
@@ -154,7 +143,7 @@ def test_grammar_counts_equal_the_sandbox_evaluator_and_are_distinct(domain):
 # ---------------------------------------------------------------------------- fitting
 @pytest.fixture(scope="module")
 def miconic_fit():
-    tasks = [_task("miconic", k) for k in range(1, 5)]
+    tasks = [shipped_task("miconic", k) for k in range(1, 5)]
     proposer = PotentialProposer(tasks, max_complexity=5, sample_size=200, seed=0,
                                  relaxed=False)
     return tasks, proposer, proposer.propose([], {t.name: t for t in tasks})
@@ -166,7 +155,7 @@ def test_fitted_weights_make_every_sample_state_descend(miconic_fit):
     tasks, proposer, program = miconic_fit
     for task in {s.task.name: s.task for s in proposer.samples}.values():
         values = perfect_heuristic(task, 10**5)
-        h = _in_process(program, task)
+        h = in_process(program, task)
         for s, successors in state_space(task, 10**5).items():
             if 0 < values[s] < INF:
                 here = h([s])[0]
@@ -179,7 +168,7 @@ def test_fitted_miconic_heuristic_solves_larger_generated_tasks(miconic_fit, tmp
     _, _, program = miconic_fit
     for path in generate("miconic", (3, 6), 0, tmp_path):
         task = ground(SHIPPED / "miconic" / "domain.pddl", path)
-        h = _in_process(program, task)
+        h = in_process(program, task)
         climb = hill_climb(task, h, 500)
         assert climb.solved and validate_plan(task, climb.plan)
         for _ in range(3):  # random improving moves also reach the goal

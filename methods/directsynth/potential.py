@@ -41,7 +41,9 @@ from methods.directsynth.proposers import (
     REACHABILITY,
     Feature,
     counterexample_options,
+    replay,
     solve_weights,
+    weighted_sum,
 )
 from methods.directsynth.search import Counterexample, perfect_heuristic, state_space
 from methods.directsynth.strips import Task
@@ -307,11 +309,7 @@ class PotentialProposer:
         return self.hstar.get((task.name, state), 0.0) < INF
 
     def add_counterexample(self, cex: Counterexample, task: Task):
-        path, state = [task.init], task.init
-        for name in cex.path:
-            state = task.operator_named(name).apply(state)
-            path.append(state)
-        successors = [task.operator_named(name).apply(cex.state) for name, _ in cex.successors]
+        path, successors = replay(cex, task)
         options = counterexample_options(np.array([self.row(task, s) for s in path]),
                                          np.array([self.row(task, s) for s in successors])
                                          .reshape(len(successors), len(self.features)))
@@ -320,13 +318,8 @@ class PotentialProposer:
 
     # ------------------------------------------------------------------ programs
     def program(self, weights: dict[int, int]) -> str:
-        body = ""
-        for i, w in weights.items():
-            term = self.features[i].code()
-            term = term if abs(w) == 1 else f"{abs(w)} * {term}"
-            body += (term if w > 0 else f"-{term}") if not body else \
-                (f" + {term}" if w > 0 else f" - {term}")
-        return f"def heuristic(state, task):\n{DEAD_END_GUARD}    return {body or 0}\n"
+        return (f"def heuristic(state, task):\n{DEAD_END_GUARD}"
+                f"    return {weighted_sum(self.features, weights)}\n")
 
     def _random_weights(self) -> dict[int, int]:
         chance = np.array([0.5 ** f.complexity for f in self.features])

@@ -114,24 +114,14 @@ class GrammarProposer:
         if kind == "max":
             body = f"max({self.features[terms[0]].code()}, {self.features[terms[1]].code()})"
         else:
-            body = ""
-            for f, w in terms.items():
-                term = self.features[f].code()
-                term = term if abs(w) == 1 else f"{abs(w)} * {term}"
-                body += (term if w > 0 else f"-{term}") if not body else \
-                    (f" + {term}" if w > 0 else f" - {term}")
+            body = weighted_sum(self.features, terms)
         return f"def heuristic(state, task):\n    return {body}\n"
 
     def add_counterexample(self, cex: Counterexample, task: Task):
         """Feature vectors of the improving path s0..s and of the successors of s."""
         if self.view.name != task.name:
             self.view = TaskView(task_spec(task))
-        path, state = [task.init], task.init
-        for name in cex.path:
-            state = task.operator_named(name).apply(state)
-            path.append(state)
-        successors = [op.apply(cex.state) for op in
-                      (task.operator_named(name) for name, _ in cex.successors)]
+        path, successors = replay(cex, task)
         rows = [[f.value(self.view, task.facts(s)) for f in self.features]
                 for s in [*path, *successors]]
         self.feature_evaluations += len(rows)
@@ -186,6 +176,27 @@ class GrammarProposer:
             if self._fixes_all(candidate):
                 return self.program(candidate)
         return None
+
+
+def weighted_sum(features: list[Feature], weights: dict[int, int]) -> str:
+    """``2 * task.h_ff(state) - task.count(state, 'on')``: the code of sum(w_i * feature_i)
+    ("0" when there are no terms)."""
+    body = ""
+    for i, w in weights.items():
+        term = features[i].code()
+        term = term if abs(w) == 1 else f"{abs(w)} * {term}"
+        body += (term if w > 0 else f"-{term}") if not body else \
+            (f" + {term}" if w > 0 else f" - {term}")
+    return body or "0"
+
+
+def replay(cex: Counterexample, task: Task) -> tuple[list[int], list[int]]:
+    """The states of a counterexample's improving path s0..s and the successors of s."""
+    path, state = [task.init], task.init
+    for name in cex.path:
+        state = task.operator_named(name).apply(state)
+        path.append(state)
+    return path, [task.operator_named(name).apply(cex.state) for name, _ in cex.successors]
 
 
 def counterexample_options(path: np.ndarray, successors: np.ndarray) -> list | None:
