@@ -32,6 +32,7 @@ from methods.directsynth import (
     check_direct,
     check_program,
     check_sandbox,
+    evaluate_on_test,
     gbfs,
     ground,
     hill_climb,
@@ -337,7 +338,43 @@ def test_hostile_programs_are_contained():
     for name in ("introspect_mknod", "introspect_mkfifo", "introspect_utime"):
         assert "Operation not permitted" in reasons[name], reasons[name]
     for name in ("forge_nan_on_descriptors", "forge_stale_reply"):
-        assert "reply channel" in reasons[name], reasons[name]
+        assert "result channel" in reasons[name], reasons[name]
+    # the program's process holds no protocol descriptor and may not set a timer or handler
+    assert "the real answer is an error" in reasons["forge_reply_live_id"]
+    assert "Operation not permitted" in reasons["timer_answers_between_calls"]
+    assert "protocol violation" in reasons["forge_result_then_raise"]
+    assert "ran, returned [0.0, 0.0]" == reasons["sysv_shared_memory"]
+
+
+def test_a_timer_set_at_import_answers_no_check():
+    """The program that answers requests from a SIGALRM handler, through the whole check on
+    three blocksworld tasks: an error, and no value of it counted."""
+    program = HOSTILE["timer_answers_between_calls"].format()
+    tasks = [shipped_task("blocksworld", k) for k in (5, 6, 7)]
+    check = check_program(program, tasks, Limits(timeout=5.0))
+    assert "Operation not permitted" in check.error
+    assert check.evaluations == 0 and check.tasks_passed == 0
+
+
+def test_a_forged_result_voids_every_result_of_the_program():
+    """A program that answers its first job itself and then raises: the supervisor takes the
+    forged line, finds the program's own error line behind it, and the check drops all the
+    program's results, not only those of the task where it was caught."""
+    forger = HOSTILE["forge_result_then_raise"].format()
+    program = ("def heuristic(state, task):\n"
+               "    if task.name.endswith('7'):\n"
+               "        return forged(state, task)\n"
+               "    return len(task.goals - state)\n") + forger.replace("def heuristic(",
+                                                                       "def forged(")
+    tasks = [shipped_task("blocksworld", k) for k in (5, 6, 7)]
+    check = check_program(forger, tasks, Limits(timeout=5.0))
+    assert check.error.startswith("protocol violation")
+    assert check.tasks_passed == 0 and check.proven == 0 and check.counterexample is None
+    # the first two tasks run cleanly, the third breaks the stream: no row survives
+    clean = evaluate_on_test(GOAL_COUNT, tasks[:2], Limits(), 100, search=False)
+    assert not any(r["verdict"].startswith("error") for r in clean)
+    rows = evaluate_on_test(program, tasks, Limits(timeout=5.0), 100, search=False)
+    assert [r["verdict"][:25] for r in rows] == ["error: protocol violation"] * 3
 
 
 @pytest.mark.parametrize("name", ["introspect_mknod", "introspect_mkfifo", "introspect_utime"])
@@ -356,34 +393,52 @@ def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
     assert marker.exists()
 
 
-# Plain Python, no guards at all, inside the boundary: every attempt must fail.
+# Plain Python, no guards at all, inside the boundary, with the filter of the child that runs
+# a program: every attempt must fail.
 _RAW_ATTEMPTS = """
-import ctypes, json, os, socket, sys
-folder, victim_pid, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import ctypes, json, os, signal, socket, sys
+folder, victim_pid, port, child_filter = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \\
+    int(sys.argv[4])
 def attempt(f):
     try:
         f()
         return "succeeded"
     except Exception as err:
         return type(err).__name__
+def checked(result):
+    if result != 0:
+        raise OSError(ctypes.get_errno(), "refused")
 target = lambda name: os.path.join(folder, name)
+libc = ctypes.CDLL(None, use_errno=True)
+before = {"fork_in_supervisor": attempt(lambda: os.waitpid(os.fork() or os._exit(0), 0)),
+          "shmget": attempt(lambda: checked(libc.shmget(0, 1 << 20, 0o1600) < 0)),
+          "msgget": attempt(lambda: checked(libc.msgget(0, 0o1600) < 0))}
+sys.path.insert(0, "/opt/worker")
+from sandbox_worker import _install_filter
+with os.fdopen(child_filter, "rb") as handle:
+    _install_filter(handle.read())
 results = {
     "read_host_file": attempt(lambda: open(target("secret.txt")).read()),
     "write_host": attempt(lambda: open(target("written"), "w").write("x")),
     "mknod": attempt(lambda: os.mknod(target("node"))),
     "mkfifo": attempt(lambda: os.mkfifo(target("fifo"))),
     "write_tmp": attempt(lambda: open("/tmp/scratch", "w").write("x")),
+    "fill_tmp": attempt(lambda: open("/tmp/big", "wb").write(bytes(4 << 20))),
     "link": attempt(lambda: os.link(sys.executable, target("hard"))),
     "symlink": attempt(lambda: os.symlink("/etc/passwd", target("soft"))),
     "utime": attempt(lambda: os.utime(target("secret.txt"), (0, 0))),
-    "ctypes_mknod": attempt(lambda: (_ for _ in ()).throw(OSError()) if ctypes.CDLL(None).mknod(
-        target("cnode").encode(), 0o10644, 0) != 0 else None),
+    "ctypes_mknod": attempt(lambda: checked(libc.mknod(target("cnode").encode(), 0o10644, 0))),
+    "shmget": attempt(lambda: checked(libc.shmget(0, 1 << 20, 0o1600) < 0)),
     "socket": attempt(lambda: socket.create_connection(("127.0.0.1", port), timeout=1)),
     "fork": attempt(lambda: os.fork() or os._exit(0)),
     "kill_victim": attempt(lambda: os.kill(victim_pid, 9)),
     "kill_all": attempt(lambda: os.kill(-1, 9)),
+    "signal_handler": attempt(lambda: signal.signal(signal.SIGALRM, lambda *a: None)),
+    "timer": attempt(lambda: signal.setitimer(signal.ITIMER_REAL, 10.0)),
+    "proc_mountinfo": attempt(lambda: open("/proc/self/mountinfo").read()),
     "proc_self_mem": attempt(lambda: open("/proc/self/mem", "r+b").close()),
 }
+results["before_child_filter"] = before
 results["uid"] = os.getuid()
 results["host_root"] = sorted(os.listdir("/"))
 print(json.dumps(results))
@@ -392,8 +447,10 @@ print(json.dumps(results))
 
 def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     """The operating-system layer without the worker's Python guards: no write, node, link,
-    timestamp, socket, process or signal reaches the host; only a private /tmp is writable."""
-    from methods.directsynth.isolation import isolated_python
+    timestamp, socket, process, timer, signal or shared memory reaches the host; only a
+    private 1 MiB /tmp is writable; there is no /proc. The supervisor may fork (the child's
+    filter then refuses it), and shared memory is refused to both."""
+    from methods.directsynth.isolation import worker_launch
 
     folder = tmp_path / "host"
     folder.mkdir(mode=0o777)
@@ -403,8 +460,10 @@ def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
     server = socket.create_server(("127.0.0.1", 0))
     server.setblocking(False)
-    launch = isolated_python(["-c", _RAW_ATTEMPTS, str(folder), str(victim.pid),
-                              str(server.getsockname()[1])], str(tmp_path))
+    launch = worker_launch([str(folder), str(victim.pid), str(server.getsockname()[1])],
+                           "bwrap", str(tmp_path))
+    script = len(launch.argv) - 1 - launch.argv[::-1].index("/opt/worker/sandbox_worker.py")
+    launch.argv[script:script + 1] = ["-c", _RAW_ATTEMPTS]
     try:
         done = subprocess.run(launch.argv, capture_output=True, text=True, timeout=60,
                               pass_fds=launch.pass_fds, cwd=launch.cwd)
@@ -416,13 +475,16 @@ def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     with pytest.raises(BlockingIOError):
         server.accept()
     server.close()
-    results = json.loads(done.stdout)
+    results = json.loads(done.stdout or done.stderr)
     assert results.pop("uid") == 65534
     assert results.pop("write_tmp") == "succeeded"  # the private scratch /tmp
+    assert results.pop("before_child_filter") == {"fork_in_supervisor": "succeeded",
+                                                  "shmget": "PermissionError",
+                                                  "msgget": "PermissionError"}
     assert set(results.pop("host_root")) <= {"bin", "dev", "lib", "lib32", "lib64", "opt",
-                                              "proc", "sbin", "tmp", "usr"}
-    allowed = {"proc_self_mem"}  # its own memory only: the process is its own boundary
-    assert {k: v for k, v in results.items() if v == "succeeded" and k not in allowed} == {}
+                                              "sbin", "tmp", "usr"}
+    assert {k: v for k, v in results.items() if v == "succeeded"} == {}
+    assert results["proc_mountinfo"] == "FileNotFoundError"
     assert alive and sorted(p.name for p in folder.iterdir()) == ["secret.txt"]
     assert os.stat(folder / "secret.txt").st_mtime == 1e9
 

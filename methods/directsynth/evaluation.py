@@ -38,10 +38,11 @@ def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int,
                      "gbfs_solved": solved})
         return False
 
-    error, _ = run_over_tasks(program, tasks, limits, step)
-    if error:
-        done = {r["task"] for r in rows}
-        rows += [{"task": t.name, "verdict": f"error: {error}", "counterexample": "",
+    run = run_over_tasks(program, tasks, limits, step)
+    if run.error:
+        done = set() if run.void else {r["task"] for r in rows}
+        rows = [r for r in rows if r["task"] in done]
+        rows += [{"task": t.name, "verdict": f"error: {run.error}", "counterexample": "",
                   "hill_climb_solved": False,
                   "hill_climb_plan": None, "gbfs_solved": False}
                  for t in tasks if t.name not in done]

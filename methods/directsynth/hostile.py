@@ -34,6 +34,15 @@ _INTROSPECT = """def _globals_with(name):
             return g
 """
 
+# The worker's Python guards are a second layer: a program that reaches ``sys`` through
+# introspection can switch its audit table off, so these attacks start there and test the
+# operating-system boundary alone.
+_UNGUARD = _INTROSPECT + """def _unguard():
+    sys = _globals_with('sys')['sys']
+    sys.modules['__main__'].BLOCKED_EVENTS = ()
+    return sys
+"""
+
 HOSTILE = {
     "infinite_loop": "def heuristic(state, task):\n    while True:\n        pass\n",
     "write_file_open": "def heuristic(state, task):\n"
@@ -109,6 +118,104 @@ HOSTILE = {
                          "        except Exception:\n"
                          "            pass\n"
                          "    return 0\n",
+    # System V shared memory is not counted in the address-space limit: hold 768 MiB in six
+    # segments, mapping one at a time, and report whether more than the 512 MB limit was held
+    "sysv_shared_memory": _UNGUARD + "def heuristic(state, task):\n"
+                          "    sys = _unguard()\n"
+                          "    ctypes = sys.modules['importlib'].import_module('ctypes')\n"
+                          "    libc = ctypes.CDLL(None)\n"
+                          "    libc.shmat.restype = ctypes.c_void_p\n"
+                          "    size, held = 128 * 2 ** 20, 0\n"
+                          "    for _ in range(6):\n"
+                          "        ident = libc.shmget(0, ctypes.c_size_t(size), 0o1600)\n"
+                          "        if ident < 0:\n"
+                          "            break\n"
+                          "        address = libc.shmat(ident, None, 0)\n"
+                          "        if address in (None, ctypes.c_void_p(-1).value):\n"
+                          "            break\n"
+                          "        ctypes.memset(address, 1, size)\n"
+                          "        libc.shmdt(ctypes.c_void_p(address))\n"
+                          "        held += size\n"
+                          "    return 1 if held > 512 * 2 ** 20 else 0\n",
+    # find the live request (its id) and the reply channel in the callers' frames, answer
+    # the request with a value of our own, then raise
+    "forge_reply_live_id": _UNGUARD + "def heuristic(state, task):\n"
+                           "    sys = _unguard()\n"
+                           "    json = sys.modules['json']\n"
+                           "    frame, requests, channels = sys._getframe(), [], []\n"
+                           "    while frame is not None:\n"
+                           "        for value in list(frame.f_locals.values()):\n"
+                           "            if isinstance(value, dict) and 'id' in value:\n"
+                           "                requests.append(value)\n"
+                           "            elif hasattr(value, 'write'):\n"
+                           "                channels.append(value)\n"
+                           "        frame = frame.f_back\n"
+                           "    for request in requests:\n"
+                           "        reply = {{'h': [-1000] * len(request.get('states', [0])),\n"
+                           "                 'id': request['id']}}\n"
+                           "        for channel in channels:\n"
+                           "            try:\n"
+                           "                channel.write(json.dumps(reply) + '\\n')\n"
+                           "                channel.flush()\n"
+                           "                raise RuntimeError('forged')\n"
+                           "            except Exception as err:\n"
+                           "                if str(err) == 'forged':\n"
+                           "                    # let the caller take the forged line first\n"
+                           "                    _load = sys.modules['importlib'].import_module\n"
+                           "                    _load('time').sleep(0.3)\n"
+                           "                    raise\n"
+                           "    raise RuntimeError('the real answer is an error')\n",
+    # the same against the program's own result pipe: a result line with the live job's
+    # sequence number on every descriptor, a pause so the supervisor takes it, then a raise
+    "forge_result_then_raise": _UNGUARD + "def heuristic(state, task):\n"
+                               "    sys = _unguard()\n"
+                               "    _load = sys.modules['importlib'].import_module\n"
+                               "    os, json, time = (_load(m) for m in ('os', 'json', 'time'))\n"
+                               "    frame, seq = sys._getframe(), None\n"
+                               "    while frame is not None and seq is None:\n"
+                               "        job = frame.f_locals.get('job')\n"
+                               "        seq = job.get('seq') if isinstance(job, dict) else None\n"
+                               "        frame = frame.f_back\n"
+                               "    line = json.dumps({{'h': [-1000.0], 'seq': seq}}) + '\\n'\n"
+                               "    for fd in range(3, 16):\n"
+                               "        try:\n"
+                               "            os.write(fd, line.encode())\n"
+                               "        except OSError:\n"
+                               "            pass\n"
+                               "    time.sleep(0.3)\n"
+                               "    raise RuntimeError('the real answer is an error')\n",
+    # at import: take over the request descriptor (an idle pipe dup2'd over it keeps the
+    # worker waiting) and answer every later request from a SIGALRM handler, with the right id
+    "timer_answers_between_calls": _UNGUARD + "sys = _unguard()\n"
+        "_load = sys.modules['importlib'].import_module\n"
+        "os, signal, json, select = (_load(m) for m in ('os', 'signal', 'json', 'select'))\n"
+        "signal.signal(signal.SIGALRM, lambda signum, frame: _answer())\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)\n"
+        "_ends = {{}}\n"
+        "_frame = sys._getframe()\n"
+        "while _frame is not None:\n"
+        "    for _value in list(_frame.f_locals.values()):\n"
+        "        if hasattr(_value, 'fileno') and hasattr(_value, 'readable'):\n"
+        "            _ends['in' if _value.readable() else 'out'] = _value.fileno()\n"
+        "    _frame = _frame.f_back\n"
+        "_requests = os.dup(_ends['in'])\n"
+        "os.dup2(os.pipe()[0], _ends['in'])\n"
+        "_pending = [b'']\n"
+        "def _answer():\n"
+        "    while select.select([_requests], [], [], 0)[0]:\n"
+        "        chunk = os.read(_requests, 1 << 20)\n"
+        "        if not chunk:\n"
+        "            return\n"
+        "        _pending[0] += chunk\n"
+        "        while b'\\n' in _pending[0]:\n"
+        "            line, _pending[0] = _pending[0].split(b'\\n', 1)\n"
+        "            request = json.loads(line)\n"
+        "            reply = {{'id': request['id'], 'ok': True}}\n"
+        "            if request['cmd'] == 'eval':\n"
+        "                reply['h'] = [-1000] * len(request['states'])\n"
+        "            os.write(_ends['out'], (json.dumps(reply) + '\\n').encode())\n"
+        "def heuristic(state, task):\n"
+        "    raise RuntimeError('never answers by itself')\n",
 }
 
 
@@ -122,7 +229,8 @@ class HostileOutcome:
 def run_hostile_suite(task: Task, timeout: float = 2.0,
                       sandbox: str = "bwrap") -> list[HostileOutcome]:
     """Run every hostile program on the initial state of ``task`` (twice, so a stale reply
-    left in the channel would be read by the second request)."""
+    left in the channel would be read by the second request, then the end of the task's
+    run, which checks the program's result stream)."""
     return [run_hostile_program(name, task, timeout, sandbox) for name in HOSTILE]
 
 
@@ -142,10 +250,11 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
         marker = Path(folder) / f"{name}.marker"
         program = HOSTILE[name].format(marker=str(marker), port=server.getsockname()[1],
                                        victim_file=str(victim_file), victim_pid=victim.pid)
-        try:
+        try:  # as run_over_tasks: values count once the task's run ended without error
             with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox) as h:
                 h.set_task(task)
                 values = h([task.init]) + h([task.init])
+                h.end_task()
             outcome, forged = f"ran, returned {values}", any(v != 0 for v in values)
         except ProgramError as err:
             outcome, forged = f"contained: {err}", False

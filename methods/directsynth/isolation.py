@@ -4,17 +4,24 @@ Generated programs are untrusted code. Python-level guards (the worker's restric
 and audit hook) cannot be made complete, so by default (``sandbox="bwrap"``) each worker runs
 inside bubblewrap with:
 
-- only the Python installation and the worker's two files, bound read-only; a private empty
-  ``/tmp`` (the scratch folder) and minimal ``/dev`` and ``/proc``; nothing else of the host;
+- only the Python installation and the worker's two files, bound read-only; a private
+  ``/tmp`` of 1 MiB and a minimal ``/dev``; no ``/proc`` (so no host paths in
+  ``mountinfo`` and no other process's ``mem``); nothing else of the host;
 - new network, PID, IPC and UTS namespaces: no network, no view of (or signals to) host
   processes; ``--die-with-parent`` and ``--new-session``;
 - an unprivileged uid (65534, nobody) with no capabilities and ``no_new_privs``: as root the
   worker's uid is changed by ``setpriv`` (so it is nobody outside the sandbox too), as any
   other user a user namespace maps it;
-- a seccomp filter (libseccomp through ``pyseccomp``) that refuses with EPERM the system calls
-  a heuristic never needs: sockets, process creation, file-system changes (``mknod``,
-  ``link``, ``symlink``, ``rename``, ``chmod``, ``utime`` ...), signals, ``ptrace``,
-  namespaces, ``bpf``, ``io_uring``.
+- two seccomp filters (libseccomp through ``pyseccomp``) that refuse with EPERM the system
+  calls a heuristic never needs. The first, for every process of the sandbox
+  (:data:`DENIED_SYSCALLS`): sockets, file-system changes (``mknod``, ``link``, ``symlink``,
+  ``rename``, ``chmod``, ``utime``, ``fallocate`` ...), signals to other processes,
+  ``ptrace``, namespaces, ``bpf``, ``io_uring``, and memory that the address-space limit does
+  not count (System V shared memory, message queues and semaphores, POSIX message queues,
+  ``memfd_create``). The second, which the worker's supervisor installs in each child that
+  runs the program (:data:`CHILD_DENIED_SYSCALLS`), adds process and thread creation, timers,
+  signal handlers and descriptor duplication: the program's code runs only while the child
+  answers a request, and its result pipe stays the one the supervisor reads.
 
 ``sandbox="unsafe_process"`` keeps only the Python guards and resource limits, for trusted
 programs; it logs a warning.
@@ -41,22 +48,37 @@ NOBODY = 65534
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, or `make "
                 "install` as root), or set method.sandbox=unsafe_process to run trusted "
                 "programs without isolation")
-# System calls a heuristic program never needs; refused with EPERM. Names unknown on this
-# architecture are skipped (e.g. ``fork`` and ``mknod`` do not exist on aarch64).
+# System calls that no process of the sandbox needs; refused with EPERM. Names unknown on
+# this architecture are skipped (e.g. ``fork`` and ``mknod`` do not exist on aarch64).
 DENIED_SYSCALLS = (
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    "fork", "vfork", "clone", "clone3",
     "mknod", "mknodat", "link", "linkat", "symlink", "symlinkat", "rename", "renameat",
     "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod",
     "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "utimensat",
-    "futimesat", "truncate", "ftruncate", "memfd_create",
+    "futimesat", "truncate", "ftruncate", "fallocate",
+    # memory outside the address-space limit
+    "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
+    "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open",
-    "pidfd_send_signal", "ptrace", "process_vm_readv", "process_vm_writev",
-    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key",
-    "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", "personality",
+    "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv", "process_vm_writev",
+    "process_madvise", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "personality",
 )
+# Denied on top of those in the child that runs the program: no other process or thread, and
+# no timer or signal handler that could run the program's code after it has answered.
+CHILD_DENIED_SYSCALLS = (
+    "fork", "vfork", "clone", "clone3", "execve", "execveat",
+    "setitimer", "alarm", "timer_create", "timer_settime", "timerfd_create",
+    "timerfd_settime", "rt_sigaction", "sigaltstack", "signalfd", "signalfd4",
+    "dup", "dup2", "dup3",
+)
+# fcntl commands that duplicate a descriptor (F_DUPFD, F_DUPFD_CLOEXEC), refused in the child
+# too: the result pipe may not be moved or copied
+CHILD_DENIED_FCNTL = (0, 1030)
 WORKER_FILES = ("sandbox_worker.py", "features.py")
+TMP_BYTES = 2**20  # the private /tmp (nothing in the worker writes files: RLIMIT_FSIZE is 0)
 
 
 @dataclass
@@ -93,7 +115,16 @@ def worker_launch(worker_args: list[str], sandbox: str, scratch: str) -> Launch:
                        *worker_args], cwd=scratch)
     if sandbox != "bwrap":
         raise UserError(f"unknown method.sandbox '{sandbox}' ({', '.join(SANDBOXES)})")
-    return isolated_python([f"/opt/worker/{WORKER_FILES[0]}", *worker_args], scratch)
+    child_filter = _seccomp_file(DENIED_SYSCALLS + CHILD_DENIED_SYSCALLS, CHILD_DENIED_FCNTL)
+    try:
+        launch = isolated_python([f"/opt/worker/{WORKER_FILES[0]}", *worker_args,
+                                  str(child_filter.fileno())], scratch)
+    except BaseException:
+        child_filter.close()
+        raise
+    launch.pass_fds += (child_filter.fileno(),)
+    launch.cleanup.append(child_filter.close)
+    return launch
 
 
 def isolated_python(python_args: list[str], scratch: str) -> Launch:
@@ -125,9 +156,9 @@ def isolated_python(python_args: list[str], scratch: str) -> Launch:
              "--perms", "0755", "--dir", "/opt/worker"]
     for name in WORKER_FILES:
         argv += ["--ro-bind", str(folder / name), f"/opt/worker/{name}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
              "--chdir", "/tmp"]
-    seccomp = _seccomp_file()
+    seccomp = _seccomp_file(DENIED_SYSCALLS)
     argv += ["--seccomp", str(seccomp.fileno())]
     python = [str(inside_interpreter), "-I", "-B", *python_args]
     if os.geteuid() == 0:
@@ -175,17 +206,22 @@ def bwrap_available() -> str:
     return bwrap
 
 
-def _seccomp_file():
-    """A temporary file holding the compiled filter (bwrap reads it from a descriptor)."""
+def _seccomp_file(syscalls: tuple[str, ...], fcntl_commands: tuple[int, ...] = ()):
+    """A temporary file holding a compiled filter that refuses ``syscalls`` and the
+    ``fcntl_commands`` with EPERM (bwrap, or the worker's supervisor, reads it from a
+    descriptor)."""
     import errno
 
     import pyseccomp
 
     denied = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    for name in syscalls:
         number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
         if number >= 0:
             denied.add_rule(pyseccomp.ERRNO(errno.EPERM), number)
+    for command in fcntl_commands:
+        denied.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl",
+                        pyseccomp.Arg(1, pyseccomp.EQ, command))
     handle = tempfile.TemporaryFile()
     denied.export_bpf(handle)
     handle.flush()

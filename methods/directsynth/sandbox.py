@@ -1,14 +1,16 @@
 """Run untrusted heuristic programs out of process, behind an operating-system boundary
-(isolation.py) and the worker's own Python guards (sandbox_worker.py).
+(isolation.py) and a supervisor that never runs the program (sandbox_worker.py).
 
 One long-lived worker per program evaluates batches of states, so a task with thousands of
-successors per state costs one round trip per batch, not one process per state. Every
-request has a wall-clock limit and a fresh random id that the reply must carry; the reply
-must be exactly one line with nothing after it, and every value is checked again here (a
-number, int or float, not NaN or -inf). A program that writes to the reply channel itself
-therefore cannot pass its text off as the worker's answer, nor leave a stale line for the
-next request: the worker is killed and the program reported as failed with the reason, as
-for a worker that overruns its time, dies or answers garbage.
+successors per state costs one round trip per batch, not one process per state; the program
+itself runs in one confined child per task. Every request has a wall-clock limit and a fresh
+random id that the supervisor's reply must carry (the program's process never sees either
+the id or this channel); the reply must be exactly one line with nothing after it, and every
+value is checked again here (a number, int or float, not NaN or -inf). A worker that
+overruns its time, dies or answers garbage is killed and the program reported as failed
+with the reason. When the supervisor finds that the program wrote to its own result pipe,
+the error is a :class:`ProtocolViolation`: its earlier answers may be forged, and
+:func:`~methods.directsynth.synthesis.run_over_tasks` voids the whole run.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ MAX_REPLY_BYTES = 64 * 2**20
 
 class ProgramError(Exception):
     """The program failed: it raised, returned a non-number, ran out of time or memory."""
+
+
+class ProtocolViolation(ProgramError):
+    """The program wrote to its result channel itself (or its process ended out of turn):
+    values it answered before may be forged, so the caller voids all of its results."""
 
 
 def valid_value(value) -> bool:
@@ -71,6 +78,11 @@ class SandboxedHeuristic:
         if self._task is not task:
             self._request({"cmd": "task", "task": task_spec(task)})
             self._task = task
+
+    def end_task(self):
+        """End the task's run of the program; ProtocolViolation when its result stream was
+        not exactly its answers (results of the task must be kept only after this)."""
+        self._request({"cmd": "end"})
 
     def __call__(self, states) -> list[float]:
         out = []
@@ -115,7 +127,8 @@ class SandboxedHeuristic:
         if self._pending():
             self._fail("the program wrote to the reply channel")
         if "error" in reply:
-            raise ProgramError(str(reply["error"])[:500])
+            error = ProtocolViolation if reply.get("violation") is True else ProgramError
+            raise error(str(reply["error"])[:500])
         return reply
 
     def _pending(self) -> bool:

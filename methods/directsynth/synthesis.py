@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+from methods.directsynth.sandbox import ProgramError, ProtocolViolation, SandboxedHeuristic
 from methods.directsynth.search import Counterexample, check_direct, gbfs
 from methods.directsynth.strips import Task
 
@@ -68,21 +68,33 @@ class SynthesisResult:
         return sum(c.evaluations for c in self.checks) + self.proposer_evaluations
 
 
-def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> tuple[str, float]:
+@dataclass
+class ProgramRun:
+    error: str  # "" when the program ran on every task it was given
+    seconds: float
+    void: bool  # a protocol violation: none of the program's results may be kept
+
+
+def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> ProgramRun:
     """Run ``program`` in one sandboxed worker over the tasks in order; ``step(task, h)``
-    returns True to stop early. Returns the program's error ("" if none) and the wall-clock
-    seconds."""
-    start, error = time.perf_counter(), ""
+    returns True to stop early. Each task's run ends with the supervisor's check of the
+    program's result stream; on a violation the run is void (callers drop every result of
+    the program, also those of earlier tasks)."""
+    start, error, void = time.perf_counter(), "", False
     try:
         with SandboxedHeuristic(program, limits.timeout, limits.memory_mb,
                                 sandbox=limits.sandbox) as h:
             for task in tasks:
                 h.set_task(task)
-                if step(task, h):
+                stop = step(task, h)
+                h.end_task()
+                if stop:
                     break
+    except ProtocolViolation as err:
+        error, void = str(err), True
     except ProgramError as err:
         error = str(err)
-    return error, time.perf_counter() - start
+    return ProgramRun(error, time.perf_counter() - start, void)
 
 
 def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
@@ -97,7 +109,10 @@ def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramChe
         check.proven += result.direct
         return result.counterexample is not None
 
-    check.error, check.seconds = run_over_tasks(program, tasks, limits, step)
+    run = run_over_tasks(program, tasks, limits, step)
+    check.error, check.seconds = run.error, run.seconds
+    if run.void:
+        check.tasks_passed, check.proven, check.counterexample = 0, 0, None
     return check
 
 
@@ -140,7 +155,8 @@ def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCh
         check.evaluations += result.evaluations
         return False
 
-    check.error, check.seconds = run_over_tasks(program, tasks, limits, step)
+    run = run_over_tasks(program, tasks, limits, step)
+    check.error, check.seconds = run.error, run.seconds  # any error excludes the program
     return check
 
 
