@@ -16,13 +16,14 @@ EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
 	MPLBACKEND=Agg OMP_NUM_THREADS=1
 
-# make reproduce: every paper's default at seeds 0, 1, 2, longest first so two workers stay
-# busy; PAPERS=a,b and SEEDS=0,1 narrow it, LAUNCHER=submitit_slurm runs it on a cluster.
+# make reproduce: every paper's default at the seed count its conf/paper/<key>.yaml declares
+# (paper.seeds), in rounds by seed, longest first so two workers stay busy; PAPERS=a,b and
+# SEEDS=0,1 narrow it, LAUNCHER=submitit_slurm runs it on a cluster.
 ALL_PAPERS := cfbeam,gcad,prohind,viptc,directsynth,proteinopd,proprio,mpopd,sparseshap
 ALL_PAPERS := $(ALL_PAPERS),protofmri,glycandock,gscoreset,ctxflow,sufexplain,dpcert,jecs
 ALL_PAPERS := $(ALL_PAPERS),ditherq,rankcomp,tps
 PAPERS   ?= $(ALL_PAPERS)
-SEEDS    ?= 0,1,2
+SEEDS    ?=
 LAUNCHER ?= joblib
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 REPRODUCE_DIR ?= outputs/reproduce
@@ -94,10 +95,9 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest) [PUBLISH=name]
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1)) $(if $(PUBLISH),--publish $(PUBLISH))
 
-reproduce: install  ## every paper's default at seeds 0,1,2 (PAPERS=a,b SEEDS=0,1; resumes)
-	$(PY) run.py -m +paper=$(PAPERS) seed=$(SEEDS) hydra/launcher=$(LAUNCHER) \
-		$(if $(filter joblib,$(LAUNCHER)),hydra.launcher.n_jobs=$(JOBS)) \
-		hydra.sweep.dir=$(REPRODUCE_DIR) 'hydra.sweep.subdir=$${paper.key}/seed$${seed}' $(ARGS)
+reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; resumes)
+	$(PY) -m experiments.runner.reproduce --papers $(PAPERS) --seeds '$(SEEDS)' \
+		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) $(ARGS)
 
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report

@@ -43,6 +43,53 @@ def test_layers_import_only_the_layers_below(layer):
                 f"{', '.join(sorted(allowed))}")
 
 
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(top: str) -> list[list[str]]:
+    """The import circles among the modules under ``top`` (imports inside functions count:
+    a lazy import is an arrow too). ``from package import name`` is an arrow to the
+    package's ``__init__``, and a package is the modules it imports."""
+    files = {_module_of(p): p for p in project_files(top)}
+    graph = {module: {m for m in imported_modules(path) if m in files and m != module}
+             for module, path in files.items()}
+    cycles, state = [], {}
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = "open"
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, stack)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_circle(tmp_path, monkeypatch):
+    import tests.test_layout as layout
+
+    for name, text in {"a.py": "from pkg.b import x\n", "b.py": "def f():\n    import pkg.a\n",
+                       "c.py": "import pkg.a\n"}.items():
+        (tmp_path / "pkg").mkdir(exist_ok=True)
+        (tmp_path / "pkg" / name).write_text(text)
+    monkeypatch.setattr(layout, "ROOT", tmp_path)
+    monkeypatch.setattr(layout, "PROJECT", {"pkg"})
+    assert layout.import_cycles("pkg") == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_experiments_has_no_import_cycle():
+    assert import_cycles("experiments") == []
+
+
 def test_a_paper_never_imports_another_paper():
     papers = set(known_papers())
     for path in project_files("methods") + project_files("experiments"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.report.build import paper_info
+from experiments.claims import paper_info
 
 from .conftest import run_paper
 from .smoke import SMOKE

@@ -10,28 +10,31 @@ from pathlib import Path
 import pytest
 
 from common.errors import UserError
-from experiments.report.build import (
-    README_END,
-    README_START,
-    ROOT,
-    all_papers,
-    collect,
-    paper_info,
-    readme_table,
-    write_report,
-)
-from experiments.report.claims import (
-    FAILS,
+from experiments.claims import (
+    CONTRADICTED,
     HOLDS,
+    INCONCLUSIVE,
     NOT_RUN,
     NOT_TESTED,
     ClaimSyntaxError,
+    all_papers,
     check_claims,
     combine,
     evaluate,
     metric_names,
+    paper_info,
     paper_verdict,
     parse,
+    seeds_needed,
+)
+from experiments.claims.papers import ROOT
+from experiments.report.__main__ import main as report_main
+from experiments.report.build import (
+    README_END,
+    README_START,
+    collect,
+    readme_table,
+    write_report,
 )
 
 # -- the condition language -----------------------------------------------------------------
@@ -84,38 +87,80 @@ def test_metric_names_and_unknown_names_name_the_paper_and_the_claim():
 
 # -- how seeds combine ------------------------------------------------------------------------
 
-def test_all_needs_every_seed():
+def test_all_holds_at_every_seed_and_is_contradicted_by_a_majority():
     runs = [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 0, "b": 1}]
     verdict = combine("a > b", "all", runs)
-    assert verdict.verdict == FAILS and verdict.detail == "2 of 3 seeds"
+    assert verdict.verdict == INCONCLUSIVE and verdict.detail == "holds at 2 of 3 seeds, fails at 1"
     assert verdict.per_seed == [True, True, False]
     assert combine("a > b", "all", runs[:2]).verdict == HOLDS
+    against = combine("a > b", "all", runs[2:] + runs[2:] + runs[:1])
+    assert against.verdict == CONTRADICTED and against.detail == "fails at 2 of 3 seeds"
+    assert combine("a > b", "all", runs[2:]).verdict == CONTRADICTED  # one seed, failed
 
 
-def test_mean_ci_uses_the_paired_t_interval():
-    # differences 1.0, 1.1, 0.9: mean 1, sd 0.1, half width 4.303 * 0.1 / sqrt(3) = 0.248
-    runs = [{"a": 1.0 + d, "b": 1.0} for d in (1.0, 1.1, 0.9)]
+def test_mean_ci_uses_the_paired_t_interval_of_scipy():
+    from scipy import stats
+
+    diffs = [1.0, 1.1, 0.9]
+    runs = [{"a": 1.0 + d, "b": 1.0} for d in diffs]
     verdict = combine("a > b", "mean_ci", runs)
+    low, high = stats.t.interval(0.95, len(diffs) - 1, loc=sum(diffs) / 3,
+                                 scale=stats.sem(diffs))
     assert verdict.verdict == HOLDS
-    assert "[0.7516, 1.248]" in verdict.detail
-    # the same differences do not show a < b, and a noisy gain is not shown at 95%
-    assert combine("a < b", "mean_ci", runs).verdict == FAILS
-    noisy = [{"a": d, "b": 0.0} for d in (1.0, -1.0, 0.5)]
-    assert combine("a > b", "mean_ci", noisy).verdict == FAILS
-    assert "includes 0" in combine("a > b", "mean_ci", noisy).detail
-    # every seed holds, yet the interval need not exclude 0 with a wide spread
-    spread = [{"a": d, "b": 0.0} for d in (0.01, 3.0, 0.02)]
-    assert combine("a > b", "all", spread).verdict == HOLDS
-    assert combine("a > b", "mean_ci", spread).verdict == FAILS
-    assert combine("a > b", "mean_ci", runs[:1]).detail == "mean_ci needs at least two seeds"
+    assert verdict.effect.low == pytest.approx(low) and verdict.effect.high == pytest.approx(high)
+    assert verdict.effect.mean == pytest.approx(1.0)
+    assert verdict.effect.relative_mean == pytest.approx(1.0)  # a - b over |b| = 1
+    # the same differences read against a < b: the interval is on the other side
+    assert combine("a < b", "mean_ci", runs).verdict == CONTRADICTED
+
+
+def test_one_seed_where_the_condition_held_is_inconclusive_never_false():
+    verdict = combine("a > b", "mean_ci", [{"a": 0.582, "b": 0.484}])
+    assert verdict.verdict == INCONCLUSIVE and "at least two seeds" in verdict.detail
+    assert verdict.effect.mean == pytest.approx(0.098)
+
+
+def test_consistent_but_underpowered_is_inconclusive_with_the_seeds_it_needs():
+    """glycandock's case: +0.15, +0.05, +0.20 at every seed, an interval that spans 0."""
+    runs = [{"a": d, "b": 0.0} for d in (0.15, 0.05, 0.20)]
+    verdict = combine("a > b", "mean_ci", runs)
+    assert verdict.verdict == INCONCLUSIVE and "spans 0" in verdict.detail
+    assert verdict.seeds_needed == 4 and "4 seeds" in verdict.detail
+    assert combine("a > b", "all", runs).verdict == HOLDS  # every seed, by the other rule
+    # the seed count is the smallest n whose t-interval at this mean and sd clears 0
+    from scipy import stats
+
+    mean, sd = 0.4 / 3, stats.tstd([0.15, 0.05, 0.20])
+    for n in (2, 3, 4):
+        clears = stats.t.ppf(0.975, n - 1) * sd / n ** 0.5 < mean
+        assert clears == (n >= seeds_needed(mean, sd))
+
+
+def test_consistent_negative_seeds_contradict_and_a_clear_effect_holds():
+    negative = [{"a": d, "b": 0.0} for d in (-0.30, -0.25, -0.35)]
+    assert combine("a > b", "mean_ci", negative).verdict == CONTRADICTED
+    clear = [{"a": d, "b": 0.0} for d in (0.30, 0.25, 0.35)]
+    assert combine("a > b", "mean_ci", clear).verdict == HOLDS
+    assert combine("a > b", "mean_ci", [{"a": 1, "b": 1}] * 3).seeds_needed is None
+
+
+def test_effects_are_signed_toward_the_claim():
+    assert combine("x >= 7", "all", [{"x": 9}]).effect.mean == 2  # margin to the threshold
+    assert combine("x <= 7", "all", [{"x": 9}]).effect.mean == -2
+    assert combine("x == 1", "all", [{"x": 1.5}]).effect.mean == -0.5
+    both = combine("a > 1 and b > 10", "all", [{"a": 1.5, "b": 11}]).effect
+    assert both.label == "b - 10" and both.relative_mean == pytest.approx(0.1)  # binding
+    assert combine("a > 0", "all", [{"a": 3}]).effect.relative_per_seed is None
 
 
 def test_untestable_and_unrun_claims_never_hold():
     assert combine(None, "all", [{"a": 1}]).verdict == NOT_TESTED
     assert combine("a > 0", "all", []).verdict == NOT_RUN
-    assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]) == HOLDS
-    assert paper_verdict([HOLDS, FAILS]) == "partial"
-    assert paper_verdict([FAILS, NOT_TESTED]) == FAILS
+    assert paper_verdict([HOLDS, HOLDS]) == HOLDS
+    assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]) == "holds (2 of 3 tested)"
+    assert paper_verdict([HOLDS, INCONCLUSIVE]) == "partial"
+    assert paper_verdict([INCONCLUSIVE, NOT_TESTED]) == INCONCLUSIVE
+    assert paper_verdict([HOLDS, CONTRADICTED]) == CONTRADICTED
     assert paper_verdict([NOT_TESTED]) == NOT_TESTED
     assert paper_verdict([HOLDS, NOT_RUN]) == NOT_RUN
 
@@ -195,21 +240,66 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
     folder = report_fixture(tmp_path / "runs")
     found = collect(folder)
     assert [r["seed"] for r in found["tps"]["runs"]] == [0, 1]  # the tweaked run is not one
-    papers = {p["key"]: p for p in write_report(folder, tmp_path / "report")}
+    papers, unplaced = write_report(folder, tmp_path / "report")
+    papers = {p["key"]: p for p in papers}
+    assert unplaced == []
     tps = papers["tps"]
-    assert tps["verdict"] == "partial"
+    assert tps["verdict"] == CONTRADICTED  # others_do_not fails at both seeds
     verdicts = {c["id"]: c["verdict"] for c in tps["claims"]}
-    assert verdicts == {"tps_strictly_proper": HOLDS, "others_do_not": FAILS,
+    assert verdicts == {"tps_strictly_proper": HOLDS, "others_do_not": CONTRADICTED,
                         "constant_predictor_penalized": HOLDS}
     assert tps["headline"]["mean"] == pytest.approx(0.015)
+    gap = next(c for c in tps["claims"] if c["id"] == "constant_predictor_penalized")
+    assert gap["effect"]["mean"] == pytest.approx(0.015) and gap["effect"]["low"] < 0.015
     assert papers["rankcomp"]["verdict"] == "failed"
     assert papers["cfbeam"]["verdict"] == NOT_RUN
     page = (tmp_path / "report" / "index.html").read_text()
     assert page.count("<tr data-paper=") == len(all_papers())
     assert "data:image/png;base64," in page and 'id="paper-tps"' in page
+    # the page opens with the effect figure, before the overview table
+    assert page.index('alt="effects"') < page.index('id="overview"')
+    assert (tmp_path / "report" / "effects.png").stat().st_size > 1000
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "interrupted (SIGTERM)" in markdown and "tps_gap_constant_vs_oracle: 0.01, 0.02" \
         in markdown
+    assert "tps_gap_constant_vs_oracle - 0 = +0.015 [" in markdown
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert {c["id"]: c["verdict"] for c in next(
+        p for p in summary if p["key"] == "tps")["claims"]} == verdicts
+
+
+@pytest.mark.parametrize("content", ["", '{"paper": "tps", "metrics": {"tps_or'])
+def test_a_corrupt_run_is_shown_and_the_others_are_judged(tmp_path, content, capsys):
+    """A truncated or empty results.json (a full disk, a killed writer): the page is written,
+    the run is shown as corrupt (never as a pass), the other runs are judged, exit code 1."""
+    folder = report_fixture(tmp_path / "runs")
+    broken = folder / "tps" / "seed2"
+    broken.mkdir()
+    (broken / "results.json").write_text(content)
+    out = tmp_path / "report"
+    assert report_main([str(folder), "--out", str(out), "--publish"]) == 1
+    printed = capsys.readouterr().out
+    assert f"corrupt: {broken / 'results.json'}" in printed
+    assert "published" not in printed
+    papers = {p["key"]: p for p in json.loads((out / "summary.json").read_text())}
+    assert papers["tps"]["corrupt"] == 1 and papers["tps"]["seeds"] == [0, 1]
+    assert papers["tps"]["verdict"] == CONTRADICTED
+    page = (out / "index.html").read_text()
+    assert 'data-verdict="corrupt"' in page and "seed2" in page
+    assert "corrupt:" in (out / "report.md").read_text()
+
+
+def test_a_corrupt_job_is_left_out_of_a_sweep_summary(tmp_path):
+    from experiments.runner import sweep_summary
+
+    folder = report_fixture(tmp_path / "sweep")
+    (folder / "tps" / "seed1" / "results.json").write_text('{"paper": "tp')
+    csv_path = sweep_summary.summarize_sweep(folder / "tps", {"tps_gap_constant_vs_oracle": True})
+    assert csv_path is not None and csv_path.exists()
+    text = (folder / "tps" / "summary.md").read_text()
+    assert "corrupt: seed1/results.json, JSONDecodeError" in text
+    with pytest.raises(ValueError, match="1 corrupt results.json"):
+        sweep_summary.publish(folder / "tps", "demo", out=tmp_path / "published")
 
 
 def test_readme_speed_numbers_are_the_committed_benchmark_output():

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from experiments.report.build import all_papers, write_report
+from experiments.claims import all_papers
+from experiments.report.build import write_report
 
 from .test_report import report_fixture
 

@@ -171,7 +171,7 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "colmap", "target", "neutral", "base_url", "model", "api_key", "device", "id",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
-             "extraction_turns", "user_turns", "primary_metrics", "metric", "over"}
+             "extraction_turns", "user_turns", "primary_metrics", "metric", "over", "abstract"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():
@@ -526,8 +526,9 @@ def test_sweep_summary_judges_each_claim_per_configuration_over_its_seeds(tmp_pa
     summarize_sweep(tmp_path, {"rho": True}, claims=claims)
     rows = {r["protocol.steps"]: r for r in csv.DictReader(open(tmp_path / "summary.csv"))}
     # steps=1: differences 0.5, 0.7, 0.6 have a t-interval above 0; steps=2 straddles it
-    assert rows["1"]["claim_tracks"] == "holds" and rows["2"]["claim_tracks"] == "does not hold"
-    assert rows["1"]["claim_each_seed"] == "does not hold"  # 0.5 at seed 0
+    assert rows["1"]["claim_tracks"] == "holds" and rows["2"]["claim_tracks"] == "inconclusive"
+    assert rows["1"]["claim_each_seed"] == "inconclusive"  # 0.5 at seed 0, a minority
+    assert rows["2"]["claim_each_seed"] == "contradicted"  # fails at 3 of 3
     assert rows["1"]["claim_real_scale"] == "not tested here"
     assert "claim_tracks" in (tmp_path / "summary.md").read_text()
 
@@ -549,11 +550,11 @@ def test_published_sweep_names_the_configurations_where_each_claim_holds(tmp_pat
     record = json.loads((docs / "mpopd_gap.json").read_text())
     assert record["settings"] == ["student.steps"]
     assert [r["claims"]["higher_accuracy"] for r in record["rows"]] == ["holds",
-                                                                      "does not hold"]
+                                                                      "inconclusive"]
     assert "# mpopd: sweep gap" in (docs / "mpopd_gap.md").read_text()
     assert regimes("mpopd", docs) == (
         "[gap](docs/sweeps/mpopd_gap.md): higher_accuracy holds at student.steps=300, "
-        "shorter_generations absent in all 2, less_repetitive absent in all 2")
+        "shorter_generations holds in none of 2, less_repetitive holds in none of 2")
 
 
 def test_sweep_figure_plots_the_first_metric_that_differs(tmp_path, monkeypatch):

@@ -1,8 +1,11 @@
 """``python -m experiments.report <runs folder> [--out outputs/report] [--publish]``
 
-Writes the reproduction report (index.html, report.md, summary.json) from the runs under a
-folder. ``--publish`` also copies summary.json to docs/reproduction.json and regenerates the
-README's results table from it (what ``make readme`` does after a full ``make reproduce``).
+Writes the reproduction report (index.html, report.md, effects.png, summary.json) from the
+runs under a folder. ``--publish`` also copies summary.json to docs/reproduction.json and
+regenerates the README's results table from it (what ``make readme`` does after a full
+``make reproduce``); ``--wandb`` logs the claims table and the effect figure as a W&B run.
+A run file that cannot be read is shown as corrupt and the others are judged; the exit code
+is then 1, after the page is written (and nothing is published).
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from experiments.report.build import ROOT, readme_table, replace_readme_table, write_report
+from experiments.claims.papers import ROOT
+from experiments.report.build import (
+    log_to_wandb,
+    readme_table,
+    replace_readme_table,
+    write_report,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,15 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("outputs/report"))
     parser.add_argument("--publish", action="store_true",
                         help="copy summary.json to docs/ and regenerate the README table")
+    parser.add_argument("--wandb", action="store_true",
+                        help="also log the claims table and the effect figure to W&B")
     args = parser.parse_args(argv)
     if not args.runs.is_dir():
         print(f"error: {args.runs} is not a folder of runs (run make reproduce first)",
               file=sys.stderr)
         return 1
-    papers = write_report(args.runs, args.out)
+    papers, unplaced = write_report(args.runs, args.out)
     for p in papers:
-        print(f"{p['key']:<12} {p['verdict']:<16} seeds {p['seeds']}")
+        print(f"{p['key']:<12} {p['verdict']:<24} seeds {p['seeds']}")
+    corrupt = unplaced + [c for p in papers for c in p["corrupt"]]
+    for c in corrupt:
+        print(f"corrupt: {c['file']}, {c['error']}")
     print(f"report: {args.out / 'index.html'} and {args.out / 'report.md'}")
+    if args.wandb:
+        log_to_wandb(papers, args.out, str(args.runs))
+    if corrupt:
+        return 1
     if args.publish:
         import json
 

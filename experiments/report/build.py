@@ -18,37 +18,37 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from experiments.report.claims import (
-    FAILS,
+from experiments.claims import (
+    CONTRADICTED,
     HOLDS,
+    INCONCLUSIVE,
+    JUDGED,
     NOT_RUN,
     NOT_TESTED,
+    PARTIAL,
     Verdict,
+    all_papers,
     combine,
+    is_default,
     metric_names,
+    paper_info,
     paper_verdict,
     parse,
 )
+from experiments.claims.papers import ROOT
+from experiments.runner.results import read_json
 
-ROOT = Path(__file__).resolve().parents[2]
-PAPER_CONFIGS = ROOT / "conf" / "paper"
 PAPER_NOTES = ROOT / "docs" / "papers"
 MAX_FIGURES = 3
-FAILED = "failed"
-BADGE_COLOURS = {HOLDS: "#1a7f37", FAILS: "#cf222e", "partial": "#9a6700",
-                 NOT_TESTED: "#6e7781", NOT_RUN: "#6e7781", FAILED: "#cf222e"}
+FAILED, CORRUPT = "failed", "corrupt"
+VERDICT_COLOURS = {HOLDS: "#1a7f37", CONTRADICTED: "#cf222e", PARTIAL: "#9a6700",
+                   INCONCLUSIVE: "#9a6700", NOT_TESTED: "#6e7781", NOT_RUN: "#6e7781",
+                   FAILED: "#cf222e", CORRUPT: "#cf222e"}
+EFFECTS_FIGURE = "effects.png"
 
 
-def paper_info(key: str) -> dict[str, Any]:
-    """``paper:`` of ``conf/paper/<key>.yaml`` as plain data."""
-    node = OmegaConf.load(PAPER_CONFIGS / f"{key}.yaml").paper
-    return OmegaConf.to_container(node, resolve=False)
-
-
-def all_papers() -> list[str]:
-    return sorted(p.stem for p in PAPER_CONFIGS.glob("*.yaml"))
+def _colour(verdict: str) -> str:
+    return VERDICT_COLOURS.get(verdict.split(" (")[0], "#6e7781")
 
 
 def _seed_of(overrides: list[str]) -> int | None:
@@ -58,30 +58,37 @@ def _seed_of(overrides: list[str]) -> int | None:
     return 0
 
 
-def is_default(overrides: list[str]) -> bool:
-    """A run of the paper's default: its overrides choose only the paper, the seed and where
-    or how it runs (folders, logger, device, threads, launcher)."""
-    ignored = ("+paper=", "paper=", "seed=", "hydra", "paths.", "logger", "device=",
-               "threads=", "+sweep=")
-    return all(o.lstrip("+~").startswith(ignored) or o.startswith(ignored) for o in overrides)
+def _paper_from_path(path: Path, folder: Path) -> str | None:
+    """The paper a run folder belongs to when its files cannot tell (``<paper>/seed<k>``)."""
+    papers = set(all_papers())
+    return next((part for part in path.relative_to(folder).parts if part in papers), None)
 
 
 def collect(folder: Path) -> dict[str, dict[str, list]]:
-    """paper -> {"runs": [results.json, by seed], "failed": [failed.json + folder]} of the
-    default runs under ``folder`` (runs with other settings are not the claims' evidence); a
-    folder whose run finished counts once even if an earlier attempt failed there."""
-    found: dict[str, dict[str, list]] = defaultdict(lambda: {"runs": [], "failed": []})
-    for path in sorted(Path(folder).rglob("results.json")):
-        result = json.loads(path.read_text())
-        if "paper" in result and "metrics" in result and is_default(
-                result.get("overrides") or []):
+    """paper -> {"runs": [results.json, by seed], "failed": [failed.json + folder],
+    "corrupt": [{"file", "error"}]} of the default runs under ``folder`` (runs with other
+    settings are not the claims' evidence); a folder whose run finished counts once even if
+    an earlier attempt failed there. A file that cannot be read (truncated, empty) is
+    corrupt, filed under the paper its path names (``"?"`` when none)."""
+    folder = Path(folder)
+    found: dict[str, dict[str, list]] = defaultdict(
+        lambda: {"runs": [], "failed": [], "corrupt": []})
+    for path in sorted(folder.rglob("results.json")):
+        result, error = read_json(path)
+        if result is None or not isinstance(result.get("metrics"), dict):
+            key = (result or {}).get("paper") or _paper_from_path(path, folder) or "?"
+            found[key]["corrupt"].append({"file": str(path), "error": error or "no metrics"})
+        elif "paper" in result and is_default(result.get("overrides") or []):
             result["folder"] = str(path.parent)
             found[result["paper"]]["runs"].append(result)
-    for path in sorted(Path(folder).rglob("failed.json")):
+    for path in sorted(folder.rglob("failed.json")):
         if (path.parent / "results.json").exists():
             continue
-        failure = json.loads(path.read_text())
-        if failure.get("paper") and is_default(failure.get("overrides") or []):
+        failure, error = read_json(path)
+        if failure is None:
+            key = _paper_from_path(path, folder) or "?"
+            found[key]["corrupt"].append({"file": str(path), "error": error})
+        elif failure.get("paper") and is_default(failure.get("overrides") or []):
             failure["folder"] = str(path.parent)
             failure["seed"] = _seed_of(failure.get("overrides") or [])
             found[failure["paper"]]["failed"].append(failure)
@@ -106,27 +113,40 @@ def fmt(value: float) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
+    e = verdict.effect
+    if e is None:
+        return None
+    return {"label": e.label, "text": e.text(), "mean": e.mean, "low": e.low, "high": e.high,
+            "relative_mean": e.relative_mean, "relative_low": e.relative_low,
+            "relative_high": e.relative_high, "per_seed": e.per_seed}
+
+
 def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
-    """One paper's verdicts, headline number and runtime over the seeds in ``entry``."""
+    """One paper's verdicts, effects, headline number and runtime over the seeds in
+    ``entry``."""
     info = paper_info(key)
     runs = (entry or {}).get("runs", [])
     failed = (entry or {}).get("failed", [])
+    corrupt = (entry or {}).get("corrupt", [])
     metrics = [r["metrics"] for r in runs]
     claims = []
     for claim in info.get("claims") or []:
         text = claim.get("holds_if")
         names = sorted(metric_names(parse(text))) if text else []
-        missing = sorted({n for n in names for m in metrics if n not in m})
+        missing = sorted({n for n in names for m in metrics if m.get(n) is None})
         if missing:  # a run that did not write a metric the claim names
             verdict = Verdict(NOT_RUN, f"metric missing from metrics.json: "
-                              f"{', '.join(missing)}", [])
+                              f"{', '.join(missing)}")
         else:
             verdict = combine(text, claim.get("over_seeds", "all"), metrics)
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
             "over_seeds": claim.get("over_seeds", "all"), "scale": claim.get("scale"),
+            "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
             "verdict": verdict.verdict, "detail": verdict.detail,
-            "per_seed": verdict.per_seed,
+            "per_seed": verdict.per_seed, "seeds_needed": verdict.seeds_needed,
+            "effect": _effect_record(verdict),
             "values": {n: [m.get(n) for m in metrics] for n in names},
         })
     primary = next(iter(info.get("primary_metrics") or {}), None)
@@ -134,14 +154,17 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     if primary and metrics and all(primary in m for m in metrics):
         mean, sd = _mean_sd([float(m[primary]) for m in metrics])
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(metrics)}
-    verdict = paper_verdict([c["verdict"] for c in claims]) if runs else (
-        FAILED if failed else NOT_RUN)
+    if runs:
+        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]])
+    else:
+        verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
     return {
         "key": key, "title": info["title"], "claim": info["claim"],
         "figure_caption": info.get("figure", ""), "verdict": verdict, "claims": claims,
-        "seeds": [r.get("seed") for r in runs],
+        "seeds": [r.get("seed") for r in runs], "declared_seeds": info.get("seeds"),
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
                    for f in failed],
+        "corrupt": corrupt,
         "headline": headline,
         "runtime_s": _mean_sd([r["wall_time_s"] for r in runs])[0] if runs else None,
         "git_sha": sorted({str(r.get("git_sha")) for r in runs}),
@@ -151,9 +174,11 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     }
 
 
-def summarize_folder(folder: Path) -> list[dict[str, Any]]:
+def summarize_folder(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Every paper's summary, and the corrupt files no paper could be told for."""
     found = collect(folder)
-    return [summarize(key, found.get(key)) for key in all_papers()]
+    unplaced = found.get("?", {}).get("corrupt", [])
+    return [summarize(key, found.get(key)) for key in all_papers()], unplaced
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -173,29 +198,58 @@ def runtime_text(paper: dict[str, Any]) -> str:
 
 
 def claims_tally(paper: dict[str, Any]) -> str:
-    tested = [c for c in paper["claims"] if c["verdict"] in (HOLDS, FAILS)]
-    held = sum(c["verdict"] == HOLDS for c in tested)
-    untested = len(paper["claims"]) - len(tested)
-    return f"{held}/{len(tested)} hold" + (f", {untested} not tested here" if untested else "")
+    """``2 hold, 1 inconclusive, 1 not tested here`` over the claims that count (sanity
+    checks apart)."""
+    counted = [c["verdict"] for c in paper["claims"] if not c["sanity"]]
+    order = (HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_TESTED, NOT_RUN)
+    parts = [f"{counted.count(v)} {v}" for v in order if counted.count(v)]
+    sanity = [c for c in paper["claims"] if c["sanity"]]
+    if sanity:
+        held = sum(c["verdict"] == HOLDS for c in sanity)
+        parts.append(f"sanity checks {held}/{len(sanity)}")
+    return ", ".join(parts)
 
 
-def report_markdown(papers: list[dict[str, Any]], source: str) -> str:
+def claim_effect_text(claim: dict[str, Any]) -> str:
+    """The verdict with its effect and the abstract's own magnitude:
+    ``holds: acc_mpopd - acc_opd = +0.098 [+0.05, +0.15]; abstract: +6.91 points``."""
+    out = claim["verdict"]
+    if claim["effect"]:
+        out += f": {claim['effect']['text']}"
+    if claim["verdict"] == INCONCLUSIVE and claim["seeds_needed"]:
+        out += f" (needs ~{claim['seeds_needed']} seeds)"
+    if claim["abstract"]:
+        out += f"; abstract: {claim['abstract']}"
+    return out
+
+
+def report_markdown(papers: list[dict[str, Any]], source: str,
+                    unplaced: list[dict[str, str]] = ()) -> str:
     lines = [f"# Reproduction report\n\nRuns from `{source}`. Verdicts are computed from each "
-             "paper's `paper.claims` (conf/paper/<key>.yaml) on the runs' metrics.json.\n",
-             "| paper | claim | verdict | claims | headline (mean ± sd over seeds) | runtime |",
-             "|---|---|---|---|---|---|"]
+             "paper's `paper.claims` (conf/paper/<key>.yaml) on the runs' metrics.json: "
+             "**holds**, **contradicted** (the evidence points the other way) or "
+             "**inconclusive** (not shown either way at these seeds). Every claim's effect "
+             f"and 95% interval over seeds: [{EFFECTS_FIGURE}]({EFFECTS_FIGURE}).\n"]
+    lines += [f"- corrupt: {c['file']}, {c['error']} (no paper could be told)" for c in unplaced]
+    lines += ["| paper | claim | verdict | claims | headline (mean ± sd over seeds) | runtime |",
+              "|---|---|---|---|---|---|"]
     for p in papers:
-        lines.append(f"| [{p['key']}](#paper-{p['key']}) | {p['claim']} | {p['verdict']} | "
+        verdict = p["verdict"] + (f", {len(p['corrupt'])} corrupt" if p["corrupt"] else "")
+        lines.append(f"| [{p['key']}](#paper-{p['key']}) | {p['claim']} | {verdict} | "
                      f"{claims_tally(p)} | {headline_text(p)} | {runtime_text(p)} |")
     for p in papers:
         lines += ["", f"## <a id=\"paper-{p['key']}\"></a>{p['key']}: {p['title']}", "",
-                  f"Verdict: **{p['verdict']}** (seeds {', '.join(map(str, p['seeds'])) or '-'})"
-                  f". Reproduce: `python run.py +paper={p['key']} seed=<s>` or "
-                  f"`make reproduce PAPERS={p['key']}`.", ""]
+                  f"Verdict: **{p['verdict']}** (seeds {', '.join(map(str, p['seeds'])) or '-'}"
+                  f"; declared {p['declared_seeds']}). Reproduce: `python run.py "
+                  f"+paper={p['key']} seed=<s>` or `make reproduce PAPERS={p['key']}`.", ""]
         for f in p["failed"]:
             lines.append(f"- failed run (seed {f['seed']}): {f['error']} ({f['folder']})")
+        for c in p["corrupt"]:
+            lines.append(f"- corrupt: {c['file']}, {c['error']}")
         for c in p["claims"]:
-            lines.append(f"- **{c['id']}** ({c['verdict']}; {c['detail']}): {c['text']}")
+            kind = "sanity check " if c["sanity"] else ""
+            lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c)}; {c['detail']}): "
+                         f"{c['text']}")
             if c["holds_if"]:
                 lines.append(f"  - condition `{c['holds_if']}` over seeds: {c['over_seeds']}")
                 for name, values in c["values"].items():
@@ -222,45 +276,123 @@ def recon_notes(key: str) -> list[str]:
     return [f"- {n[:400]}" for n in notes[:8]]
 
 
+# -- the effect figure -----------------------------------------------------------------------
+
+def effect_rows(papers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per judged claim: its effect on a common axis (relative to the reference side
+    in %, or in its own units where the reference is 0) and interval, grouped by paper."""
+    rows = []
+    for p in papers:
+        for c in p["claims"]:
+            e = c["effect"]
+            if e is None or c["verdict"] not in JUDGED:
+                continue
+            relative = e["relative_mean"] is not None
+            scale = 100.0 if relative else 1.0
+            mean = (e["relative_mean"] if relative else e["mean"]) * scale
+            low = e["relative_low"] if relative else e["low"]
+            high = e["relative_high"] if relative else e["high"]
+            rows.append({"paper": p["key"], "claim": c["id"], "verdict": c["verdict"],
+                         "sanity": c["sanity"], "unit": "%" if relative else "abs.",
+                         "effect": mean, "low": None if low is None else low * scale,
+                         "high": None if high is None else high * scale,
+                         "seeds": len(e["per_seed"]), "abstract": c["abstract"] or "",
+                         "label": e["label"]})
+    return rows
+
+
+def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
+    """The forest plot: one row per claim, grouped by paper, coloured by verdict, the
+    claimed side (right of 0) shaded."""
+    import matplotlib.pyplot as plt
+
+    height = max(3.0, 0.22 * len(rows) + 1.2)
+    fig, ax = plt.subplots(figsize=(9, height))
+    ax.axvspan(0, 1e9, color="#1a7f37", alpha=0.06, lw=0)
+    ax.axvline(0, color="black", lw=0.8)
+    labels = []
+    for i, r in enumerate(rows):
+        y = len(rows) - 1 - i
+        colour = _colour(r["verdict"])
+        if r["low"] is not None:
+            ax.plot([r["low"], r["high"]], [y, y], color=colour, lw=2, alpha=0.8)
+        ax.plot([r["effect"]], [y], "o", color=colour, ms=4,
+                mfc="white" if r["sanity"] else colour)
+        labels.append(f"{r['paper']}: {r['claim']} ({r['unit']})")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels[::-1], fontsize=7)
+    ax.set_xscale("symlog", linthresh=1.0)
+    values = [v for r in rows for v in (r["low"], r["high"], r["effect"]) if v is not None
+              and math.isfinite(v)]
+    if values:
+        reach = max(abs(v) for v in values) * 1.5 + 1
+        ax.set_xlim(-reach, reach)
+    ax.set_xlabel("effect on the claimed side (> 0): % of the reference, or its own units "
+                  "(abs.); bars: 95% interval over seeds")
+    for verdict in (HOLDS, INCONCLUSIVE, CONTRADICTED):
+        ax.plot([], [], "o", color=_colour(verdict), label=verdict)
+    ax.plot([], [], "o", color="grey", mfc="white", label="sanity check")
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title("every claim's effect (claimed side shaded)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 # -- html ------------------------------------------------------------------------------------
 
 def _badge(verdict: str) -> str:
-    colour = BADGE_COLOURS.get(verdict, "#6e7781")
     return (f'<span class="badge" data-verdict="{html.escape(verdict)}" '
-            f'style="background:{colour}">{html.escape(verdict)}</span>')
+            f'style="background:{_colour(verdict)}">{html.escape(verdict)}</span>')
+
+
+def _embedded(path: Path, alt: str, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
 def _figures(paper: dict[str, Any]) -> list[str]:
     if not paper["folders"]:
         return []
     folder = Path(paper["folders"][0]) / "figures"
-    out = []
-    for path in sorted(folder.glob("*.png"))[:MAX_FIGURES]:
-        data = base64.b64encode(path.read_bytes()).decode()
-        out.append(f'<figure><img alt="{html.escape(path.stem)}" '
-                   f'src="data:image/png;base64,{data}"><figcaption>{html.escape(path.stem)}'
-                   f" (seed {paper['seeds'][0]})</figcaption></figure>")
-    return out
+    return [_embedded(path, path.stem, f"{path.stem} (seed {paper['seeds'][0]})")
+            for path in sorted(folder.glob("*.png"))[:MAX_FIGURES]]
 
 
-def report_html(papers: list[dict[str, Any]], source: str) -> str:
+def _claims_table(paper: dict[str, Any]) -> str:
+    e = html.escape
+    rows = []
+    for c in paper["claims"]:
+        per_seed = "<br>".join(f"<code>{e(n)}</code>: {e(', '.join(fmt(v) for v in vs))}"
+                               for n, vs in c["values"].items() if vs)
+        condition = (f"<code>{e(c['holds_if'])}</code> ({e(c['over_seeds'])})"
+                     if c["holds_if"] else f"needs: {e(c['scale'] or '')}")
+        effect = e(c["effect"]["text"]) if c["effect"] else ""
+        rows.append(f"<tr><td>{_badge(c['verdict'])}{' sanity' if c['sanity'] else ''}</td>"
+                    f"<td><b>{e(c['id'])}</b>: {e(c['text'])}<br>{condition}<br>"
+                    f"<small>{e(c['detail'])}</small></td><td>{effect}</td>"
+                    f"<td>{e(c['abstract'] or '')}</td><td>{per_seed}</td></tr>")
+    return ("<table class=\"claims\"><thead><tr><th>verdict</th><th>claim</th><th>effect "
+            "[95% CI]</th><th>abstract</th><th>per seed</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def report_html(papers: list[dict[str, Any]], source: str, effects: Path | None = None,
+                unplaced: list[dict[str, str]] = ()) -> str:
     e = html.escape
     rows = "\n".join(
         f"<tr data-paper=\"{p['key']}\"><td><a href=\"#paper-{p['key']}\">{p['key']}</a></td>"
-        f"<td>{e(p['claim'])}</td><td>{_badge(p['verdict'])}</td>"
-        f"<td>{' '.join(_badge(c['verdict']) for c in p['claims'])}</td>"
+        f"<td>{e(p['claim'])}</td><td>{_badge(p['verdict'])}"
+        + (f" {_badge(CORRUPT)}" if p["corrupt"] else "") + "</td>"
+        f"<td>{' '.join(_badge(c['verdict']) for c in p['claims'] if not c['sanity'])}</td>"
         f"<td>{e(headline_text(p))}</td><td>{e(runtime_text(p))}</td></tr>" for p in papers)
     sections = []
     for p in papers:
-        claims = "".join(
-            f"<li>{_badge(c['verdict'])} <b>{e(c['id'])}</b>: {e(c['text'])}<br>"
-            + (f"<code>{e(c['holds_if'])}</code> ({e(c['over_seeds'])}; {e(c['detail'])})"
-               + "".join(f"<br><code>{e(n)}</code>: {e(', '.join(fmt(v) for v in vs))}"
-                         for n, vs in c["values"].items() if vs)
-               if c["holds_if"] else f"needs: {e(c['scale'] or '')}")
-            + "</li>" for c in p["claims"])
-        failures = "".join(f"<li>{_badge(FAILED)} seed {f['seed']}: {e(f['error'])}</li>"
+        problems = "".join(f"<li>{_badge(FAILED)} seed {f['seed']}: {e(f['error'])}</li>"
                            for f in p["failed"])
+        problems += "".join(f"<li>{_badge(CORRUPT)} {e(c['file'])}: {e(c['error'])}</li>"
+                            for c in p["corrupt"])
         recon = "".join(f"<li>{e(n[2:])}</li>" for n in recon_notes(p["key"]))
         versions = ", ".join(f"{k} {v}" for k, v in sorted(p["versions"].items())[:12])
         sections.append(
@@ -268,12 +400,17 @@ def report_html(papers: list[dict[str, Any]], source: str) -> str:
             f"{_badge(p['verdict'])}</h2>"
             f"<p>Reproduce: <code>python run.py +paper={p['key']} seed=&lt;s&gt;</code> or "
             f"<code>make reproduce PAPERS={p['key']}</code>; seeds "
-            f"{e(', '.join(map(str, p['seeds'])) or 'none')}; runtime {e(runtime_text(p))}"
-            f"</p><ul>{failures}{claims}</ul>"
+            f"{e(', '.join(map(str, p['seeds'])) or 'none')} (declared "
+            f"{e(str(p['declared_seeds']))}); runtime {e(runtime_text(p))}</p>"
+            + (f"<ul>{problems}</ul>" if problems else "") + _claims_table(p)
             + (f"<p>Reconstructions of unpublished rules:</p><ul>{recon}</ul>" if recon else "")
             + f"<p class=\"caption\">{e(p['figure_caption'])}</p>{''.join(_figures(p))}"
             f"<p class=\"meta\">git {e(', '.join(p['git_sha']))}; config hash "
             f"{e(', '.join(p['config_hash']))}; {e(versions)}</p></section>")
+    figure = (_embedded(effects, "effects", "every claim's effect and 95% interval over seeds")
+              if effects is not None and effects.is_file() else "")
+    unplaced_items = "".join(f"<li>{_badge(CORRUPT)} {e(c['file'])}: {e(c['error'])}</li>"
+                             for c in unplaced)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>paperlab reproduction report</title>
 <style>
@@ -282,11 +419,16 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 padding: 4px 6px; text-align: left; vertical-align: top; font-size: 14px; }}
 .badge {{ color: white; border-radius: 4px; padding: 1px 6px; font-size: 12px;
 white-space: nowrap; }} figure {{ display: inline-block; margin: 4px; }}
-img {{ max-width: 520px; }} .meta {{ color: #57606a; font-size: 12px; }}
+img {{ max-width: 520px; }} #effects img {{ max-width: 100%; }}
+.meta {{ color: #57606a; font-size: 12px; }} .claims td {{ font-size: 13px; }}
 </style></head><body>
 <h1>paperlab reproduction report</h1>
+<div id="effects">{figure}</div>
 <p>Runs from <code>{e(source)}</code>. Each paper's claims (<code>paper.claims</code> in
-conf/paper/&lt;key&gt;.yaml) are judged on its runs' metrics.</p>
+conf/paper/&lt;key&gt;.yaml) are judged on its runs' metrics: <b>holds</b>, <b>contradicted</b>
+(the evidence points the other way) or <b>inconclusive</b> (not shown either way at these
+seeds; the detail says how many seeds it would need).</p>
+{f"<ul>{unplaced_items}</ul>" if unplaced_items else ""}
 <table id="overview"><thead><tr><th>paper</th><th>claim</th><th>verdict</th><th>claims</th>
 <th>headline (mean ± sd over seeds)</th><th>runtime</th></tr></thead><tbody>
 {rows}
@@ -296,17 +438,43 @@ conf/paper/&lt;key&gt;.yaml) are judged on its runs' metrics.</p>
 """
 
 
-def write_report(folder: Path, out: Path) -> list[dict[str, Any]]:
-    papers = summarize_folder(folder)
+def _slim(paper: dict[str, Any]) -> dict[str, Any]:
+    keep = ("key", "verdict", "headline", "runtime_s", "seeds", "declared_seeds", "git_sha")
+    slim = {k: paper[k] for k in keep}
+    slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "sanity", "abstract",
+                                         "seeds_needed", "effect")} for c in paper["claims"]]
+    slim["corrupt"] = len(paper["corrupt"])
+    return slim
+
+
+def write_report(folder: Path, out: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """report.md, index.html (opening with the effect figure), effects.png and summary.json
+    in ``out``; returns the papers' summaries and the corrupt files no paper was told for."""
+    papers, unplaced = summarize_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(report_markdown(papers, str(folder)))
-    (out / "index.html").write_text(report_html(papers, str(folder)))
-    keep = ("key", "verdict", "claims", "headline", "runtime_s", "seeds", "git_sha")
-    slim = [{k: p[k] for k in keep} for p in papers]
-    for p in slim:
-        p["claims"] = [{k: c[k] for k in ("id", "verdict", "detail")} for c in p["claims"]]
-    (out / "summary.json").write_text(json.dumps(slim, indent=1) + "\n")
-    return papers
+    effects = out / EFFECTS_FIGURE
+    rows = effect_rows(papers)
+    if rows:
+        plot_effects(rows, effects)
+    elif effects.exists():
+        effects.unlink()
+    (out / "report.md").write_text(report_markdown(papers, str(folder), unplaced))
+    (out / "index.html").write_text(report_html(papers, str(folder), effects, unplaced))
+    (out / "summary.json").write_text(json.dumps([_slim(p) for p in papers], indent=1) + "\n")
+    return papers, unplaced
+
+
+def log_to_wandb(papers: list[dict[str, Any]], out: Path, source: str) -> None:
+    """The claims table and the effect figure as one W&B run (job_type report)."""
+    from experiments.runner.wandb_logger import WandbMirror
+
+    mirror = WandbMirror(project="paperlab", entity=None, mode=None, group="reproduction",
+                         job_type="report", name="reproduction-report", tags=["report"],
+                         config={"source": source}, output_dir=out)
+    mirror.log_table("claims", effect_rows(papers))
+    if (out / EFFECTS_FIGURE).is_file():
+        mirror.log_image("effects", out / EFFECTS_FIGURE)
+    mirror.finish()
 
 
 # -- the README's table ----------------------------------------------------------------------
@@ -315,22 +483,46 @@ README_START = "<!-- results table: generated by `make readme` from docs/reprodu
 README_END = "<!-- end of results table -->"
 
 
+def readme_claims(paper: dict[str, Any]) -> str:
+    """The README's claims cell: each counted claim's verdict and effect, with the abstract's
+    magnitude where it states one."""
+    parts = []
+    for c in paper["claims"]:
+        if c["sanity"]:
+            continue
+        text = f"{c['id']} {c['verdict']}"
+        effect = c.get("effect")
+        if effect and c["verdict"] in JUDGED:
+            interval = (f" [{effect['low']:+.3g}, {effect['high']:+.3g}]"
+                        if effect["low"] is not None else "")
+            relative = (f", {100 * effect['relative_mean']:+.3g}%"
+                        if effect["relative_mean"] is not None else "")
+            text += f" {effect['mean']:+.3g}{interval}{relative}"
+        if c["verdict"] == INCONCLUSIVE and c.get("seeds_needed"):
+            text += f" (~{c['seeds_needed']} seeds)"
+        if c.get("abstract"):
+            text += f" (abstract: {c['abstract']})"
+        parts.append(text)
+    return "<br>".join(parts)
+
+
 def readme_table(summary: list[dict[str, Any]]) -> str:
     """The README's results table, from the claims in conf/paper and a summary.json."""
     from experiments.runner.sweep_summary import regimes
 
     by_key = {p["key"]: p for p in summary}
-    lines = [README_START, "", "| paper | claim | verdict | claims | runtime | where sweeps "
-             "found the claims (published sweeps, per configuration over seeds) |",
-             "|---|---|---|---|---|---|"]
+    lines = [README_START, "", "| paper | claim | verdict | claims: verdict, effect [95% CI "
+             "over seeds] | seeds | runtime | where sweeps found the claims (published "
+             "sweeps, per configuration over seeds) |", "|---|---|---|---|---|---|---|"]
     for key in all_papers():
         info = paper_info(key)
         p = by_key.get(key)
         verdict = p["verdict"] if p else NOT_RUN
-        tally = claims_tally(p) if p else ""
+        claims = readme_claims(p) if p else ""
+        seeds = str(len(p["seeds"])) if p else ""
         runtime = runtime_text(p) if p else ""
         lines.append(f"| [{key}](docs/papers/{key}.md) | {info['claim']} | {verdict} | "
-                     f"{tally} | {runtime} | {regimes(key)} |")
+                     f"{claims} | {seeds} | {runtime} | {regimes(key)} |")
     return "\n".join(lines + ["", README_END])
 
 

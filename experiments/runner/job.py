@@ -35,8 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
 from common.ranks import is_global_zero
-from experiments.report.build import is_default
-from experiments.report.claims import check_claims, combine
+from experiments.claims import check_claims, evaluate, is_default, paper_claims, parse
 from experiments.runner.context import RunContext
 from experiments.runner.registry import load_protocol
 from experiments.runner.results import (
@@ -216,8 +215,9 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
 
 
 def _claim_verdicts(key: str, claims: list[dict], metrics: dict) -> dict[str, str]:
-    """Each claim's verdict on this run alone (the report combines seeds). A condition that
-    names a metric this run did not write is an error line, not a lost run."""
+    """Whether each claim's condition holds or fails at this seed alone (the report combines
+    the seeds into verdicts). A condition that names a metric this run did not write is an
+    error line, not a lost run."""
     verdicts = {}
     for claim in claims:
         try:
@@ -226,16 +226,10 @@ def _claim_verdicts(key: str, claims: list[dict], metrics: dict) -> dict[str, st
             log.error("error: %s", err)
             verdicts[claim["id"]] = "metric missing"
             continue
-        verdicts[claim["id"]] = combine(claim["holds_if"], "all", [metrics]).verdict
+        text = claim["holds_if"]
+        verdicts[claim["id"]] = ("not tested here" if text is None else
+                                 "holds" if evaluate(parse(text), metrics) else "fails")
     return verdicts
-
-
-def paper_claims(cfg: DictConfig) -> list[dict]:
-    """``paper.claims`` as plain dicts (``over_seeds`` as its name)."""
-    claims = OmegaConf.select(cfg, "paper.claims")
-    if claims is None or OmegaConf.is_missing(cfg.paper, "claims"):
-        return []
-    return OmegaConf.to_container(claims, resolve=True, enum_to_str=True)
 
 
 # What a run writes into its folder besides Hydra's files; an attempt that stopped halfway

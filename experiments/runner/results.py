@@ -57,6 +57,18 @@ def write_json(path: Path, payload: Mapping[str, Any]) -> None:
     tmp.replace(path)
 
 
+def read_json(path: Path) -> tuple[dict | None, str]:
+    """A run file (results.json, failed.json) and "" , or None and why it cannot be read (a
+    truncated or empty file: a full disk, a killed writer)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return None, f"{type(err).__name__}: {err}"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object but {type(data).__name__}"
+    return data, ""
+
+
 def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     rows = list(rows)
     if not rows:
@@ -81,8 +93,13 @@ def _csv_cell(v: Any) -> Any:
 
 
 def config_hash(cfg: DictConfig) -> str:
-    """Hash of the resolved job config (what makes two jobs 'the same job')."""
-    text = json.dumps(OmegaConf.to_container(cfg, resolve=True), sort_keys=True, default=str)
+    """Hash of the resolved job config (what makes two jobs 'the same job'). Of ``paper``
+    only its key counts: its claims, seed count and captions are read by the report, not by
+    the job, so rewording a claim does not make a finished run another job."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    if isinstance(container.get("paper"), dict):
+        container["paper"] = {"key": container["paper"].get("key")}
+    text = json.dumps(container, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

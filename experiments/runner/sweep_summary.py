@@ -21,8 +21,8 @@ import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.runner.job import paper_claims
-from experiments.runner.results import write_csv
+from experiments.claims import combine, paper_claims, paper_info
+from experiments.runner.results import read_json, write_csv
 
 log = logging.getLogger("paperlab")
 _NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
@@ -45,6 +45,18 @@ def _number(value: str) -> float | None:
         return None
 
 
+def _read_results(sweep_dir: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
+    """The jobs' results, and the files that cannot be read (path, why)."""
+    results, corrupt = [], []
+    for path in sorted(sweep_dir.rglob("results.json")):
+        result, error = read_json(path)
+        if result is None or not isinstance(result.get("metrics"), dict):
+            corrupt.append((path, error or "no metrics"))
+        else:
+            results.append(result)
+    return results, corrupt
+
+
 def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
                     title: str | None = None, claims: list[dict] | None = None,
                     fits: dict[str, dict] | None = None) -> Path | None:
@@ -55,10 +67,12 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     configuration in bold; the figure plots the first that differs between configurations.
     ``fits``: name -> {metric, over}, log-log slopes written to ``fits.json`` and the table's
     notes (the paper's ``sweep_fits``)."""
-    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("results.json"))]
+    results, corrupt = _read_results(sweep_dir)
     failed = sorted(p for p in sweep_dir.rglob("failed.json"))
+    last_sweep.update(corrupt=corrupt)
     if not results:
-        log.warning("sweep %s: no job finished (%d failed)", sweep_dir, len(failed))
+        log.warning("sweep %s: no job finished (%d failed, %d corrupt)", sweep_dir,
+                    len(failed), len(corrupt))
         return None
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for res in results:
@@ -101,6 +115,8 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     if failed:
         lines.append(f"\n{len(failed)} job(s) failed: "
                      + ", ".join(str(p.relative_to(sweep_dir)) for p in failed))
+    for path, error in corrupt:
+        lines.append(f"\ncorrupt: {path.relative_to(sweep_dir)}, {error} (left out)")
     tmp.with_suffix(".md").write_text("\n".join(lines) + "\n")
     tmp.with_suffix(".md").replace(sweep_dir / "summary.md")
     if shown:  # the first metric that differs between configurations (else the first)
@@ -174,8 +190,6 @@ def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[
 
 def _verdict(claim: dict, runs: list[dict]) -> str:
     """A claim's verdict over one configuration's seeds (``claims.combine``)."""
-    from experiments.report.claims import combine
-
     try:
         return combine(claim.get("holds_if"), claim.get("over_seeds") or "all", runs).verdict
     except Exception as err:  # noqa: BLE001 - a metric this sweep does not write, say
@@ -273,15 +287,16 @@ class SweepSummary(Callback):
 
 def _paper_of(sweep_dir: Path) -> str | None:
     """The paper the sweep's jobs ran (None before any job finished)."""
-    first = next(iter(sorted(sweep_dir.rglob("results.json"))), None)
-    return json.loads(first.read_text()).get("paper") if first else None
+    for path in sorted(sweep_dir.rglob("results.json")):
+        result, _ = read_json(path)
+        if result is not None and result.get("paper"):
+            return result["paper"]
+    return None
 
 
 def rebuild(sweep_dir: Path) -> Path | None:
     """The summary again from the jobs' results, with the primary metrics and claims of the
     paper they ran (``conf/paper/<key>.yaml``)."""
-    from experiments.report.build import paper_info
-
     key = _paper_of(sweep_dir)
     info = paper_info(key) if key else {}
     return summarize_sweep(sweep_dir, info.get("primary_metrics"),
@@ -300,6 +315,9 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
 
     if rebuild(sweep_dir) is None:
         raise FileNotFoundError(f"no finished job under {sweep_dir}")
+    if last_sweep.get("corrupt"):
+        raise ValueError(f"{len(last_sweep['corrupt'])} corrupt results.json under "
+                         f"{sweep_dir}; rerun those jobs before publishing")
     key = _paper_of(sweep_dir)
     with (sweep_dir / "summary.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -324,7 +342,7 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
 
 def regimes(key: str, folder: Path = PUBLISHED) -> str:
     """Per published sweep of paper ``key``: the configurations where each claim holds
-    (\"absent\" when it holds in none; claims whose metrics the sweep does not write are
+    (\"holds in none\" when it holds nowhere; claims whose metrics the sweep does not write are
     left out) and its fits, as one line of text."""
     parts = []
     for path in sorted(folder.glob(f"{key}_*.json")):
@@ -339,7 +357,7 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
                      for r in rows if r["claims"][claim] == "holds"]
             found.append(f"{claim} " + (
                 f"holds in all {len(rows)}" if len(where) == len(rows) else
-                f"holds at {'; '.join(where)}" if where else f"absent in all {len(rows)}"))
+                f"holds at {'; '.join(where)}" if where else f"holds in none of {len(rows)}"))
         found += [_fit_text(name, fit) for name, fit in record.get("fits", {}).items()]
         parts.append(f"[{record['sweep']}](docs/sweeps/{path.stem}.md): " + ", ".join(found))
     return "<br>".join(parts)
@@ -357,3 +375,7 @@ if __name__ == "__main__":
         publish(args.sweep_dir, args.publish)
     elif rebuild(args.sweep_dir) is None:
         raise SystemExit(1)
+    for path, error in last_sweep.get("corrupt") or []:
+        print(f"corrupt: {path}, {error}")
+    if last_sweep.get("corrupt"):
+        raise SystemExit(1)  # after the summary of the other jobs was written
