@@ -147,6 +147,11 @@ def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
             "seconds_test": time.perf_counter() - start,
             "baseline_training_solved": best.solved if best else 0,
             "program_ours": final, "program_baseline": chosen["baseline"],
+            "programs": [{"domain": domain.name, "loop": loop, "index": i,
+                          "outcome": c.outcome, "evaluations": c.evaluations,
+                          "seconds": round(c.seconds, 3)}
+                         for loop, checks in (("ours", ours.checks), ("baseline", sampled))
+                         for i, c in enumerate(checks)],
             "test": test,
             "perfect": perfect_is_direct(testing.get("easy", []), protocol.perfect_max_states,
                                          protocol.max_steps, random.Random(ctx.seed))}
@@ -171,8 +176,10 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                 f"{label} {_share(rows[label], 'verdict', 'direct'):.2f} direct / "
                 f"{_share(rows[label], 'hill_climb_solved'):.2f} hill climbing"
                 for label in ("ours", "baseline")))
-    ctx.save_table("domains", [{k: v for k, v in r.items() if k not in ("test", "perfect")}
-                               for r in results])
+    ctx.save_table("domains", [{k: v for k, v in r.items()
+                                if k not in ("test", "perfect", "programs")} for r in results])
+    # every candidate program: accepted, its counterexample, a crash, or an invalid value
+    ctx.save_table("programs", [row for r in results for row in r["programs"]])
     ctx.save_table("test_tasks", [{"domain": r["domain"], "test_set": test_set,
                                    "heuristic": name, **row}
                                   for r in results for test_set, by in r["test"].items()

@@ -374,7 +374,7 @@ def test_a_forged_result_voids_every_result_of_the_program():
     clean = evaluate_on_test(GOAL_COUNT, tasks[:2], Limits(), 100, search=False)
     assert not any(r["verdict"].startswith("error") for r in clean)
     rows = evaluate_on_test(program, tasks, Limits(timeout=5.0), 100, search=False)
-    assert [r["verdict"][:25] for r in rows] == ["error: protocol violation"] * 3
+    assert [r["verdict"][:19] for r in rows] == ["protocol violation:"] * 3
 
 
 @pytest.mark.parametrize("name", ["introspect_mknod", "introspect_mkfifo", "introspect_utime"])
@@ -517,11 +517,36 @@ def test_sandbox_reports_errors_and_keeps_valid_values():
         h.set_task(task)
         assert h([task.init]) == [len(task.facts(task.init)) / 2]
     for program, message in [("x = 1\n", "defines no function"),
-                             ("def heuristic(state, task):\n    return float('nan')\n", "nan"),
+                             ("def heuristic(state, task):\n    return float('nan')\n",
+                              "invalid value: NaN"),
                              ("def heuristic(state, task):\n    return 1 / 0\n", "line 2")]:
         with pytest.raises(ProgramError, match=message), SandboxedHeuristic(program) as h:
             h.set_task(task)
             h([task.init])
+
+
+_LYING_FLOAT = """class Lying(float):
+    def __ne__(self, other):
+        return False
+    def __eq__(self, other):
+        return True
+def heuristic(state, task):
+    return Lying('nan')
+"""
+
+
+@pytest.mark.parametrize("program,outcome", [
+    ("def heuristic(state, task):\n    return float('nan')\n", "invalid value: NaN"),
+    ("def heuristic(state, task):\n    return float('-inf')\n", "invalid value: -inf"),
+    ("def heuristic(state, task):\n    return '3'\n", "invalid value: str (not a plain"),
+    (_LYING_FLOAT, "invalid value: Lying (not a plain"),
+    ("def heuristic(state, task):\n    return 1 / 0\n", "error: ZeroDivisionError"),
+])
+def test_a_bad_value_reads_apart_from_a_crash(program, outcome):
+    check = check_program(program, [shipped_task("ferry", 1)], Limits())
+    assert check.outcome.startswith(outcome), check.outcome
+    rows = evaluate_on_test(program, [shipped_task("ferry", 1)], Limits(), 10, search=False)
+    assert rows[0]["verdict"].startswith(outcome)
 
 
 # ---------------------------------------------------------------------------- language models

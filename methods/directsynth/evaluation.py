@@ -16,7 +16,7 @@ from methods.directsynth.search import (
     perfect_heuristic,
     table_heuristic,
 )
-from methods.directsynth.synthesis import Limits, run_over_tasks
+from methods.directsynth.synthesis import Limits, outcome_text, run_over_tasks
 
 
 def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int,
@@ -42,7 +42,8 @@ def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int,
     if run.error:
         done = set() if run.void else {r["task"] for r in rows}
         rows = [r for r in rows if r["task"] in done]
-        rows += [{"task": t.name, "verdict": f"error: {run.error}", "counterexample": "",
+        rows += [{"task": t.name, "verdict": outcome_text(run.error, run.kind),
+                  "counterexample": "",
                   "hill_climb_solved": False,
                   "hill_climb_plan": None, "gbfs_solved": False}
                  for t in tasks if t.name not in done]

@@ -36,6 +36,10 @@ class ProgramError(Exception):
     """The program failed: it raised, returned a non-number, ran out of time or memory."""
 
 
+class InvalidValue(ProgramError):
+    """The heuristic returned a value that is not one (NaN, -inf, a non-number)."""
+
+
 class ProtocolViolation(ProgramError):
     """The program wrote to its result channel itself (or its process ended out of turn):
     values it answered before may be forged, so the caller voids all of its results."""
@@ -126,6 +130,8 @@ class SandboxedHeuristic:
                        "reply channel)")
         if self._pending():
             self._fail("the program wrote to the reply channel")
+        if "invalid" in reply:
+            raise InvalidValue(str(reply["invalid"])[:500])
         if "error" in reply:
             error = ProtocolViolation if reply.get("violation") is True else ProgramError
             raise error(str(reply["error"])[:500])

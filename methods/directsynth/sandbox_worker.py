@@ -118,12 +118,21 @@ def _confine(memory_bytes: int, child_filter: bytes | None) -> None:
     sys.addaudithook(_audit)
 
 
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"heuristic returned {type(value).__name__}, not a number")
-    if value != value or value == -math.inf:
-        raise ValueError(f"heuristic returned {value!r} (NaN and -inf are not heuristic values)")
-    return float(value)
+class InvalidValue(Exception):
+    """The heuristic returned something that is not a heuristic value."""
+
+
+def _number(value) -> float:
+    """A plain int or float (no bool, no subclass, whose comparisons could lie), not NaN and
+    not -inf (+inf marks a dead end)."""
+    if type(value) not in (int, float):
+        raise InvalidValue(f"{type(value).__name__} (not a plain int or float)")
+    value = float(value)
+    if math.isnan(value):
+        raise InvalidValue("NaN")
+    if value == -math.inf:
+        raise InvalidValue("-inf")
+    return value
 
 
 def _program_error(err: BaseException) -> str:
@@ -153,6 +162,8 @@ def _evaluate(heuristic, task, states) -> dict:
         atoms = task.atoms
         return {"h": [_number(heuristic(frozenset(atoms[i] for i in ids), task))
                       for ids in states]}
+    except InvalidValue as err:
+        return {"invalid": f"invalid value: {err}"}
     except MemoryError:
         return {"error": "MemoryError: the program exceeded the memory limit"}
     except BaseException as err:  # noqa: BLE001 - anything the program raises is reported
@@ -200,7 +211,7 @@ def _valid_result(reply, states) -> bool:
     if not isinstance(reply, dict) or len(reply) != 1:
         return False
     (key, value), = reply.items()
-    if key == "error":
+    if key in ("error", "invalid"):
         return isinstance(value, str)
     if key == "ok":
         return value is True and states is None

@@ -18,7 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from methods.directsynth.sandbox import ProgramError, ProtocolViolation, SandboxedHeuristic
+from methods.directsynth.sandbox import (
+    InvalidValue,
+    ProgramError,
+    ProtocolViolation,
+    SandboxedHeuristic,
+)
 from methods.directsynth.search import Counterexample, check_direct, gbfs
 from methods.directsynth.strips import Task
 
@@ -41,10 +46,19 @@ class ProgramCheck:
     error: str = ""
     evaluations: int = 0
     seconds: float = 0.0
+    error_kind: str = ""  # ProgramRun.kind
 
     @property
     def accepted(self) -> bool:
         return not self.error and self.counterexample is None
+
+    @property
+    def outcome(self) -> str:
+        if self.error:
+            return outcome_text(self.error, self.error_kind)
+        if self.counterexample is not None:
+            return f"counterexample on {self.counterexample.task}"
+        return "direct on every training task"
 
 
 @dataclass
@@ -72,7 +86,18 @@ class SynthesisResult:
 class ProgramRun:
     error: str  # "" when the program ran on every task it was given
     seconds: float
-    void: bool  # a protocol violation: none of the program's results may be kept
+    kind: str = ""  # "error", "invalid value" or "protocol violation"
+
+    @property
+    def void(self) -> bool:
+        """A protocol violation: none of the program's results may be kept."""
+        return self.kind == "protocol violation"
+
+
+def outcome_text(error: str, kind: str) -> str:
+    """How a program's failure reads in the per-program table: a bad value apart from a
+    crash (the messages of those two kinds already say which they are)."""
+    return error if kind in ("invalid value", "protocol violation") else f"error: {error}"
 
 
 def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> ProgramRun:
@@ -80,7 +105,7 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> Pro
     returns True to stop early. Each task's run ends with the supervisor's check of the
     program's result stream; on a violation the run is void (callers drop every result of
     the program, also those of earlier tasks)."""
-    start, error, void = time.perf_counter(), "", False
+    start, error, kind = time.perf_counter(), "", ""
     try:
         with SandboxedHeuristic(program, limits.timeout, limits.memory_mb,
                                 sandbox=limits.sandbox) as h:
@@ -91,10 +116,12 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> Pro
                 if stop:
                     break
     except ProtocolViolation as err:
-        error, void = str(err), True
+        error, kind = str(err), "protocol violation"
+    except InvalidValue as err:
+        error, kind = str(err), "invalid value"
     except ProgramError as err:
-        error = str(err)
-    return ProgramRun(error, time.perf_counter() - start, void)
+        error, kind = str(err), "error"
+    return ProgramRun(error, time.perf_counter() - start, kind)
 
 
 def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
@@ -110,7 +137,7 @@ def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramChe
         return result.counterexample is not None
 
     run = run_over_tasks(program, tasks, limits, step)
-    check.error, check.seconds = run.error, run.seconds
+    check.error, check.seconds, check.error_kind = run.error, run.seconds, run.kind
     if run.void:
         check.tasks_passed, check.proven, check.counterexample = 0, 0, None
     return check
@@ -143,6 +170,12 @@ class CoverageCheck:
     error: str = ""
     evaluations: int = 0
     seconds: float = 0.0
+    error_kind: str = ""  # ProgramRun.kind
+
+    @property
+    def outcome(self) -> str:
+        return outcome_text(self.error, self.error_kind) if self.error else \
+            f"GBFS solved {self.solved}"
 
 
 def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCheck:
@@ -156,7 +189,8 @@ def gbfs_coverage(program: str, tasks: list[Task], limits: Limits) -> CoverageCh
         return False
 
     run = run_over_tasks(program, tasks, limits, step)
-    check.error, check.seconds = run.error, run.seconds  # any error excludes the program
+    check.error, check.seconds, check.error_kind = run.error, run.seconds, run.kind
+    # any error excludes the program from the selection
     return check
 
 
