@@ -427,7 +427,10 @@ class StructureAtoms:
     protein_residue_names: list[str]
     sugar_keys: list[tuple[str, int, str, str]]  # (chain, residue number, CCD code, atom)
     sugar_xyz: np.ndarray
-    sugar_links: list[tuple[tuple, tuple]]  # covalent link records between two sugar atoms
+    # covalent bonds the file records between two sugar atoms (mmCIF struct_conn, PDB LINK
+    # and CONECT), within or between residues
+    sugar_links: list[tuple[tuple, tuple]]
+    sugar_elements: list[str]
 
 
 def read_structure(path: Path) -> StructureAtoms:
@@ -438,7 +441,7 @@ def read_structure(path: Path) -> StructureAtoms:
         raise UserError(f"structure file not found: {path}")
     structure = gemmi.read_structure(str(path))
     structure.remove_hydrogens()
-    pk, px, pn, sk, sx = [], [], [], [], []
+    pk, px, pn, sk, sx, se, by_serial = [], [], [], [], [], [], {}
     for chain in structure[0]:
         for res in chain:
             for atom in res:
@@ -449,6 +452,8 @@ def read_structure(path: Path) -> StructureAtoms:
                 elif res.name in MONOSACCHARIDES:
                     sk.append((chain.name, res.seqid.num, res.name, atom.name))
                     sx.append(atom.pos.tolist())
+                    se.append(atom.element.name.upper())
+                    by_serial[atom.serial] = sk[-1]
     if not sk:
         raise UserError(f"{path}: no sugar residue with a known CCD code "
                         f"({', '.join(MONOSACCHARIDES)})")
@@ -460,8 +465,12 @@ def read_structure(path: Path) -> StructureAtoms:
                 for end in (connection.partner1, connection.partner2)]
         if all(end in sugar_atoms for end in ends):
             links.append(tuple(ends))
+    conect = {tuple(sorted((serial, partner)))  # PDB CONECT records, listed once or twice
+              for serial, partners in structure.conect_map.items() for partner in partners}
+    links += [(by_serial[a], by_serial[b]) for a, b in sorted(conect)
+              if a in by_serial and b in by_serial]
     return StructureAtoms(pk, np.array(px).reshape(-1, 3), pn, sk, np.array(sx).reshape(-1, 3),
-                          links)
+                          links, se)
 
 
 # ------------------------------------------------------------------- the benchmark by name

@@ -10,6 +10,7 @@ import copy
 import functools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -408,3 +409,105 @@ def test_offline_benchmark_and_missing_folder_fail_with_one_line(tmp_path):
     code, failed = run_failing(["+paper=glycandock", "dataset=structure_pairs",
                                 f"dataset.root={tmp_path / 'nowhere'}"], tmp_path / "pairs")
     assert code == 2 and "not found" in failed["error"]
+
+
+def _benzoate_files(folder: Path, seed: int, relabel: str = "mirror"
+                    ) -> tuple[Path, Path, float, float]:
+    """A benzoate-like ligand (6-ring + carboxylate) under a known sugar code but with atom
+    names its template does not have, beside a few glycines: the reference, and a prediction
+    moved rigidly with 0.3 A of noise on the ligand and its atoms relabelled, by the mirror
+    symmetry (``mirror``: a symmetric RMSD near the noise) or by turning the ring labels one
+    step (``rotate``: not a symmetry, so the symmetric RMSD stays large; a scorer that matched
+    atoms by element alone would call it near 0). Returns the two PDB files (with CONECT
+    records), spyrmsd's symmetry-corrected RMSD and the plain one after the same
+    superposition."""
+    spyrmsd = pytest.importorskip("spyrmsd.rmsd")
+    from scipy.spatial.transform import Rotation
+
+    angles = np.deg2rad(np.arange(6) * 60.0)
+    ring = np.c_[1.39 * np.cos(angles), 1.39 * np.sin(angles), np.zeros(6)]
+    carboxyl_c = np.array([1.39 + 1.50, 0.0, 0.0])
+    oxygens = carboxyl_c + 1.25 * np.array([[0.5, 0.866, 0.0], [0.5, -0.866, 0.0]])
+    ligand = np.vstack([ring, carboxyl_c, oxygens])
+    names = ["CR1", "CR2", "CR3", "CR4", "CR5", "CR6", "CX", "OX1", "OX2"]
+    elements = ["C"] * 7 + ["O"] * 2
+    bonds = [(i, (i + 1) % 6) for i in range(6)] + [(0, 6), (6, 7), (6, 8)]
+    protein = np.array([[x, y, 4.2 + 0.3 * k] for k, (x, y) in enumerate(
+        [(-3, -2), (-1.5, -2.5), (0, -2), (1.5, -2.5), (3, -2), (4.5, -1.5), (-4, 1),
+         (-2.5, 2), (-1, 1.5), (0.5, 2), (2, 1.5), (3.5, 2)])])
+    rng = np.random.default_rng(seed)
+    rotation = Rotation.random(random_state=seed).as_matrix()
+    shift = rng.normal(0, 5, 3)
+    order = {"mirror": [0, 5, 4, 3, 2, 1, 6, 8, 7],  # the ring's and the oxygens' mirror
+             "rotate": [1, 2, 3, 4, 5, 0, 6, 7, 8]}[relabel]
+    moved_ligand = (ligand[order] + rng.normal(0, 0.3, ligand.shape)) @ rotation.T + shift
+    moved_protein = protein @ rotation.T + shift
+
+    def write(path: Path, protein_xyz, ligand_xyz) -> Path:
+        lines, serial = [], 0
+        for k, xyz in enumerate(protein_xyz):
+            serial += 1
+            atom = ("N", "CA", "C", "O")[k % 4]
+            lines.append(f"ATOM  {serial:5d} {atom:<4} GLY A{k // 4 + 1:4d}    "
+                         f"{xyz[0]:8.3f}{xyz[1]:8.3f}{xyz[2]:8.3f}  1.00  0.00          "
+                         f"{atom[0]:>2}")
+        first = serial + 1
+        for name, element, xyz in zip(names, elements, ligand_xyz, strict=True):
+            serial += 1
+            lines.append(f"HETATM{serial:5d} {name:<4} BGC B   1    "
+                         f"{xyz[0]:8.3f}{xyz[1]:8.3f}{xyz[2]:8.3f}  1.00  0.00          "
+                         f"{element:>2}")
+        lines += [f"CONECT{first + i:5d}{first + j:5d}" for i, j in bonds]
+        path.write_text("\n".join(lines + ["END"]) + "\n")
+        return path
+
+    ref = write(folder / "benzoate_ref.pdb", protein, ligand)
+    pred = write(folder / "benzoate_pred.pdb", moved_protein, moved_ligand)
+    model = (np.round(moved_ligand, 3) - shift) @ rotation  # the protein superposition, undone
+    adjacency = np.zeros((9, 9), dtype=int)
+    for i, j in bonds:
+        adjacency[i, j] = adjacency[j, i] = 1
+    atomic = np.array([6] * 7 + [8] * 2)
+    symmetric = spyrmsd.symmrmsd(np.round(ligand, 3), model, atomic, atomic, adjacency,
+                                 adjacency)
+    plain = float(np.sqrt(((model - ligand) ** 2).sum(-1).mean()))
+    return ref, pred, float(symmetric), plain
+
+
+@pytest.mark.parametrize("seed,relabel", [(0, "mirror"), (1, "mirror"), (2, "mirror"),
+                                          (0, "rotate"), (1, "rotate")])
+def test_a_non_glycan_ligand_scores_like_spyrmsd_from_pdb_and_mmcif(tmp_path, seed, relabel):
+    """Atom names its residue's template does not know: the bonds come from the file's
+    CONECT records (PDB) or, with none in the file (mmCIF written from it), from distances;
+    either way the ligand's symmetry is used, as spyrmsd uses it, and nothing more."""
+    gemmi = pytest.importorskip("gemmi")
+    ref, pred, symmetric, plain = _benzoate_files(tmp_path, seed, relabel)
+    if relabel == "mirror":  # a scorer without the symmetry fails here
+        assert plain > symmetric + 0.5
+    else:  # a scorer that ignores the bonds fails here
+        assert symmetric > 1.0
+    assert evaluate_files(ref, pred)["lrmsd"] == pytest.approx(symmetric, abs=2e-3)
+    cif = {}
+    for name, path in (("ref", ref), ("pred", pred)):
+        structure = gemmi.read_structure(str(path))
+        structure.clear_conect()
+        cif[name] = tmp_path / f"benzoate_{name}.cif"
+        structure.make_mmcif_document().write_file(str(cif[name]))
+    assert "CONECT" not in cif["ref"].read_text()
+    assert evaluate_files(cif["ref"], cif["pred"])["lrmsd"] == pytest.approx(symmetric,
+                                                                             abs=2e-3)
+
+
+def test_an_atom_with_no_known_bond_is_refused_in_one_line(tmp_path):
+    from common.errors import UserError
+
+    ref, pred, _, _ = _benzoate_files(tmp_path, 0)
+    lines = ref.read_text().splitlines()
+    far = [line for line in lines if " OX2 " in line][0]
+    moved = far[:30] + f"{40.0:8.3f}{40.0:8.3f}{40.0:8.3f}" + far[54:]
+    broken = tmp_path / "broken.pdb"
+    broken.write_text("\n".join(moved if line == far else line for line in lines
+                                if not line.startswith("CONECT")) + "\n")
+    with pytest.raises(UserError, match="OX2 are not in the BGC template, have no bond in the "
+                                        "file"):
+        evaluate_files(broken, pred)

@@ -171,22 +171,57 @@ def evaluate_pose(topo: PoseTopology, ref_protein: np.ndarray, ref_ligand: np.nd
 
 # ------------------------------------------------------------------ complexes and files
 
-def sugar_bonds(keys: list[tuple], links: list[tuple[tuple, tuple]]) -> list[tuple[int, int]]:
+COVALENT_RADIUS = {"C": 0.76, "N": 0.71, "O": 0.66, "S": 1.05, "P": 1.07}  # Cordero 2008
+BOND_TOLERANCE = 1.15  # a bond: distance below 1.15 x the sum of the covalent radii
+
+
+def sugar_bonds(keys: list[tuple], links: list[tuple[tuple, tuple]],
+                xyz: np.ndarray | None = None, elements: list[str] | None = None
+                ) -> list[tuple[int, int]]:
     """Covalent bonds between sugar atoms keyed (chain, residue number, CCD code, atom name):
-    within a residue from its monosaccharide template, by atom name; between residues from
-    ``links``, pairs of keys (see :func:`glycosidic_links`)."""
+    every bond the file records (``links``: struct_conn, LINK, CONECT); within a residue the
+    monosaccharide template's bonds between the atoms it names; for atoms the template does
+    not name (a non-glycan ligand, another program's naming) and that no file bond touches,
+    bonds inferred from distances (``xyz``, ``elements``). Raises UserError when such an atom
+    is left without any bond: its symmetry cannot be told."""
+    from common.errors import UserError
     from data.glycans import residue_template
 
     index = {k: i for i, k in enumerate(keys)}
-    bonds = []
+    bonds = {tuple(sorted((index[a], index[b]))) for a, b in links
+             if a in index and b in index}
+    in_file = {i for pair in bonds for i in pair}
     for residue in dict.fromkeys(k[:3] for k in keys):
         names, _, template_bonds = residue_template(residue[2])
         for a, b in template_bonds:
             ia, ib = index.get((*residue, names[a])), index.get((*residue, names[b]))
             if ia is not None and ib is not None:
-                bonds.append((ia, ib))
-    bonds += [(index[a], index[b]) for a, b in links if a in index and b in index]
-    return bonds
+                bonds.add(tuple(sorted((ia, ib))))
+        members = [i for i, k in enumerate(keys) if k[:3] == residue]
+        unnamed = [i for i in members if keys[i][3] not in names and i not in in_file]
+        if unnamed and (xyz is None or elements is None):
+            raise UserError(f"residue {residue}: atoms {', '.join(keys[i][3] for i in unnamed)} "
+                            f"are not in the {residue[2]} template and the file records no bond "
+                            "for them")
+        for i in unnamed:
+            for j in members:
+                if j != i and _covalent(xyz[i], xyz[j], elements[i], elements[j]):
+                    bonds.add(tuple(sorted((i, j))))
+        bonded = {i for pair in bonds for i in pair}
+        lonely = [keys[i][3] for i in unnamed if i not in bonded]
+        if lonely:
+            raise UserError(f"residue {residue}: atoms {', '.join(lonely)} are not in the "
+                            f"{residue[2]} template, have no bond in the file (CONECT, "
+                            "struct_conn) and none within covalent distance: the ligand's "
+                            "symmetry cannot be told")
+    return sorted(bonds)
+
+
+def _covalent(a: np.ndarray, b: np.ndarray, element_a: str, element_b: str) -> bool:
+    radii = COVALENT_RADIUS.get(element_a.upper()), COVALENT_RADIUS.get(element_b.upper())
+    if None in radii:
+        return False
+    return float(np.linalg.norm(a - b)) < BOND_TOLERANCE * sum(radii)
 
 
 def glycosidic_links(keys: list[tuple], xyz: np.ndarray, links: list) -> list[tuple]:
@@ -236,7 +271,9 @@ def evaluate_files(reference, prediction) -> dict[str, float]:
     sugar_id = {k: n for n, k in enumerate(sorted({k[:2] for k in ref.sugar_keys}))}
     keys = [ref.sugar_keys[i] for i in s_common]
     ref_ligand = ref.sugar_xyz[s_common]
-    bonds = sugar_bonds(keys, glycosidic_links(keys, ref_ligand, ref.sugar_links))
+    elements = [ref.sugar_elements[i] for i in s_common]
+    bonds = sugar_bonds(keys, glycosidic_links(keys, ref_ligand, ref.sugar_links), ref_ligand,
+                        elements)
     topo = PoseTopology.of([residue_id[ref.protein_keys[i][:2]] for i in p_common],
                            [ref.protein_keys[i][2] for i in p_common],
                            [sugar_id[k[:2]] for k in keys], [k[3] for k in keys], bonds)
