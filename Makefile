@@ -67,8 +67,8 @@ run: install  ## run one paper on its embedded default: make run PAPER=ditherq A
 # test processes (pytest-xdist), one per core up to 4; each runs one torch thread
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 
-test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn)
-	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
+test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn); prints the ten slowest
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 $(ARGS)
 
 test-slow: install  ## slow tests (multirun launchers, DDP, longer runs)
 	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)

@@ -217,7 +217,9 @@ def report_fixture(root: Path) -> Path:
         run.mkdir(parents=True)
         metrics = {"tps_oracle_first_all": 1, "ranks_oracle_first_ece": 0,
                    "ranks_oracle_first_auroc": 0, "ranks_oracle_first_scalar_brier": 1,
-                   "tps_gap_constant_vs_oracle": gap}
+                   "tps_gap_constant_vs_oracle": gap, "tps_change_under_recalibration": 0.05,
+                   "auroc_change_under_recalibration": 0.0,
+                   "censored_approx_verdict_changed": 1}
         (run / "results.json").write_text(json.dumps({
             "paper": "tps", "seed": seed, "metrics": metrics, "wall_time_s": 6.0,
             "overrides": ["+paper=tps", f"seed={seed}"], "git_sha": "abc",
@@ -244,10 +246,13 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
     papers = {p["key"]: p for p in papers}
     assert unplaced == []
     tps = papers["tps"]
-    assert tps["verdict"] == CONTRADICTED  # others_do_not fails at both seeds
+    assert tps["verdict"] == CONTRADICTED  # scalar_brier_not_proper fails at both seeds
     verdicts = {c["id"]: c["verdict"] for c in tps["claims"]}
-    assert verdicts == {"tps_strictly_proper": HOLDS, "others_do_not": CONTRADICTED,
-                        "constant_predictor_penalized": HOLDS}
+    assert verdicts == {"tps_strictly_proper": HOLDS, "ece_not_proper": HOLDS,
+                        "auroc_not_proper": HOLDS, "scalar_brier_not_proper": CONTRADICTED,
+                        "constant_predictor_penalized": HOLDS,
+                        "recalibration_moves_tps_not_ranks": HOLDS,
+                        "censoring_changes_verdict": HOLDS}
     assert tps["headline"]["mean"] == pytest.approx(0.015)
     gap = next(c for c in tps["claims"] if c["id"] == "constant_predictor_penalized")
     assert gap["effect"]["mean"] == pytest.approx(0.015) and gap["effect"]["low"] < 0.015
@@ -317,3 +322,17 @@ def test_readme_speed_numbers_are_the_committed_benchmark_output():
             if line.split()[:1] == ["4096"]}
     assert rows[batch][3:5] == [f"{forward}x", f"{inverse}x"]
     assert rows[one][3] == f"{single}x"
+
+
+def test_the_report_logs_its_claims_table_to_wandb_when_asked(tmp_path, monkeypatch):
+    """``--wandb``: one run of job_type report with the claims table (W&B disabled here, so
+    the same calls run without a server)."""
+    from experiments.runner import wandb_logger
+
+    tables = []
+    monkeypatch.setattr(wandb_logger.WandbMirror, "log_table",
+                        lambda self, name, rows: tables.append((name, rows)))
+    folder = report_fixture(tmp_path / "runs")
+    assert report_main([str(folder), "--out", str(tmp_path / "report"), "--wandb"]) == 0
+    (name, rows), = tables
+    assert name == "claims" and len([r for r in rows if r["paper"] == "tps"]) == 7

@@ -54,7 +54,7 @@ def test_the_report_page_in_chromium(browser, tmp_path):
     verdict = {row.get_attribute("data-paper"): row.find_elements(
         "css selector", "td")[2].text for row in rows}
     assert verdict["rankcomp"] == "failed" and verdict["cfbeam"] == "not run"
-    assert verdict["tps"] == "partial"
+    assert verdict["tps"] == "contradicted"
     browser.find_element("css selector", "a[href='#paper-tps']").click()
     assert browser.execute_script("return location.hash") == "#paper-tps"
     screenshot = tmp_path / "report.png"
