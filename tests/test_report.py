@@ -171,6 +171,7 @@ def test_untestable_and_unrun_claims_never_hold():
 def test_every_paper_states_checkable_claims(key):
     info = paper_info(key)
     assert len(info["claim"].split()) <= 20, "the headline claim has at most 20 words"
+    assert info.get("seeds") in (3, 5, 10), "declare make reproduce's seed count (paper.seeds)"
     claims = info["claims"]
     assert len(claims) >= 2 and len({c["id"] for c in claims}) == len(claims)
     for claim in claims:
@@ -336,3 +337,15 @@ def test_the_report_logs_its_claims_table_to_wandb_when_asked(tmp_path, monkeypa
     assert report_main([str(folder), "--out", str(tmp_path / "report"), "--wandb"]) == 0
     (name, rows), = tables
     assert name == "claims" and len([r for r in rows if r["paper"] == "tps"]) == 7
+
+
+def test_make_reproduce_runs_the_declared_seeds_in_rounds():
+    from experiments.runner.reproduce import rounds
+
+    declared = {key: paper_info(key)["seeds"] for key in ("tps", "dpcert", "cfbeam")}
+    plan = rounds(["cfbeam", "dpcert", "tps"], None)
+    assert len(plan) == max(declared.values())
+    for key, count in declared.items():
+        assert [s for s, members in plan if key in members] == list(range(count))
+    assert [members for _, members in plan][0] == ["cfbeam", "dpcert", "tps"]  # order kept
+    assert rounds(["tps", "cfbeam"], [0, 1]) == [("0,1", ["tps", "cfbeam"])]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 
 from experiments.claims import paper_info
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     papers = [p for p in args.papers.split(",") if p]
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
-    code = 0
+    code, start = 0, time.perf_counter()
     for seed, members in rounds(papers, seeds):
         command = [sys.executable, "run.py", "-m", f"+paper={','.join(members)}", f"seed={seed}",
                    f"hydra/launcher={args.launcher}", f"hydra.sweep.dir={args.dir}",
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             command.insert(5, f"hydra.launcher.n_jobs={args.jobs}")
         print(f"==> seed {seed}: {', '.join(members)}", flush=True)
         code = max(code, subprocess.call(command))
+    print(f"==> reproduction finished in {(time.perf_counter() - start) / 60:.1f} min wall "
+          f"(exit code {code}); make report judges it", flush=True)
     return code
 
 
