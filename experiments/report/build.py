@@ -136,7 +136,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         names = sorted(metric_names(parse(text))) if text else []
         missing = sorted({n for n in names for m in metrics if m.get(n) is None})
         if missing:  # a run that did not write a metric the claim names
-            verdict = Verdict(NOT_RUN, f"metric missing from metrics.json: "
+            verdict = Verdict(NOT_RUN, f"metric missing from metrics.json (or null): "
                               f"{', '.join(missing)}")
         else:
             verdict = combine(text, claim.get("over_seeds", "all"), metrics)
@@ -327,8 +327,8 @@ def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
     if values:
         reach = max(abs(v) for v in values) * 1.5 + 1
         ax.set_xlim(-reach, reach)
-    ax.set_xlabel("effect on the claimed side (> 0): % of the reference, or its own units "
-                  "(abs.); bars: 95% interval over seeds")
+    ax.set_xlabel("effect, > 0 on the claimed side: % of the reference side, or own units "
+                  "(abs.)\nbars: 95% interval over seeds", fontsize=8)
     for verdict in (HOLDS, INCONCLUSIVE, CONTRADICTED):
         ax.plot([], [], "o", color=_colour(verdict), label=verdict)
     ax.plot([], [], "o", color="grey", mfc="white", label="sanity check")
