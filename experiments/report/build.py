@@ -36,6 +36,7 @@ from experiments.claims import (
     parse,
 )
 from experiments.claims.papers import ROOT
+from experiments.claims.verdicts import MAX_SEEDS_NEEDED
 from experiments.runner.results import read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
@@ -210,6 +211,10 @@ def claims_tally(paper: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def seeds_text(needed: int) -> str:
+    return f"more than {MAX_SEEDS_NEEDED}" if needed > MAX_SEEDS_NEEDED else f"~{needed}"
+
+
 def claim_effect_text(claim: dict[str, Any]) -> str:
     """The verdict with its effect and the abstract's own magnitude:
     ``holds: acc_mpopd - acc_opd = +0.098 [+0.05, +0.15]; abstract: +6.91 points``."""
@@ -217,7 +222,7 @@ def claim_effect_text(claim: dict[str, Any]) -> str:
     if claim["effect"]:
         out += f": {claim['effect']['text']}"
     if claim["verdict"] == INCONCLUSIVE and claim["seeds_needed"]:
-        out += f" (needs ~{claim['seeds_needed']} seeds)"
+        out += f" (needs {seeds_text(claim['seeds_needed'])} seeds)"
     if claim["abstract"]:
         out += f"; abstract: {claim['abstract']}"
     return out
@@ -499,7 +504,7 @@ def readme_claims(paper: dict[str, Any]) -> str:
                         if effect["relative_mean"] is not None else "")
             text += f" {effect['mean']:+.3g}{interval}{relative}"
         if c["verdict"] == INCONCLUSIVE and c.get("seeds_needed"):
-            text += f" (~{c['seeds_needed']} seeds)"
+            text += f" (needs {seeds_text(c['seeds_needed'])} seeds)"
         if c.get("abstract"):
             text += f" (abstract: {c['abstract']})"
         parts.append(text)
