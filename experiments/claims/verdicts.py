@@ -95,13 +95,20 @@ def t_quantile_975(dof: int) -> float:
     return float(t.ppf(0.975, dof))
 
 
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean, sd
+
+
 def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
     """The mean and its two-sided 95% t-interval (None, None with fewer than two values)."""
     n = len(values)
-    mean = sum(values) / n
+    mean, sd = mean_sd(values)
     if n < 2:
         return mean, None, None
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = t_quantile_975(n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
@@ -204,8 +211,7 @@ def _interval(per_seed: list[bool], effect: Effect) -> tuple[str, str, int | Non
         return HOLDS, f"{interval} above 0", None
     if effect.high < 0:
         return CONTRADICTED, f"{interval} below 0", None
-    sd = math.sqrt(sum((d - effect.mean) ** 2 for d in effect.per_seed) / (n - 1))
-    needed = seeds_needed(effect.mean, sd)
+    needed = seeds_needed(effect.mean, mean_sd(effect.per_seed)[1])
     if needed is None:
         why = "no effect at these seeds"
     elif needed > MAX_SEEDS_NEEDED:

@@ -10,6 +10,7 @@ claims over its seeds (``claims.combine``); ``write_report`` writes ``report.md`
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import json
 import math
@@ -36,7 +37,7 @@ from experiments.claims import (
     parse,
 )
 from experiments.claims.papers import ROOT
-from experiments.claims.verdicts import MAX_SEEDS_NEEDED
+from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
 from experiments.runner.results import read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
@@ -98,13 +99,6 @@ def collect(folder: Path) -> dict[str, dict[str, list]]:
     return dict(found)
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(
-        values) > 1 else 0.0
-    return mean, sd
-
-
 def fmt(value: float) -> str:
     if isinstance(value, bool):
         return str(value)
@@ -116,11 +110,7 @@ def fmt(value: float) -> str:
 
 def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
     e = verdict.effect
-    if e is None:
-        return None
-    return {"label": e.label, "text": e.text(), "mean": e.mean, "low": e.low, "high": e.high,
-            "relative_mean": e.relative_mean, "relative_low": e.relative_low,
-            "relative_high": e.relative_high, "per_seed": e.per_seed}
+    return None if e is None else {**dataclasses.asdict(e), "text": e.text()}
 
 
 def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
@@ -153,7 +143,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     primary = next(iter(info.get("primary_metrics") or {}), None)
     headline = None
     if primary and metrics and all(primary in m for m in metrics):
-        mean, sd = _mean_sd([float(m[primary]) for m in metrics])
+        mean, sd = mean_sd([float(m[primary]) for m in metrics])
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(metrics)}
     if runs:
         verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]])
@@ -167,7 +157,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
                    for f in failed],
         "corrupt": corrupt,
         "headline": headline,
-        "runtime_s": _mean_sd([r["wall_time_s"] for r in runs])[0] if runs else None,
+        "runtime_s": mean_sd([r["wall_time_s"] for r in runs])[0] if runs else None,
         "git_sha": sorted({str(r.get("git_sha")) for r in runs}),
         "config_hash": sorted({str(r.get("config_hash")) for r in runs}),
         "versions": runs[0].get("versions", {}) if runs else {},
