@@ -12,14 +12,17 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 
 from common.errors import UserError
 from data.planning import generated_training, larger_tasks, planning_domains
 from experiments.helpers.figures import subplots
+from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
+from experiments.runner.seeding import seed_everything
 from experiments.schemas.shared import RootConfig
 from methods.directsynth import (
     GOAL_COUNT,
@@ -42,16 +45,16 @@ from methods.directsynth import (
 )
 
 
-def make_proposer(cfg: RootConfig, ctx: RunContext, domain, training, generator):
+def make_proposer(cfg: RootConfig, seed: int, domain, training, generator):
     """One proposer per domain and loop; the same kind and seed for ours and the baseline."""
     method = cfg.method
     if method.proposer.name == "potential":
         return PotentialProposer(training, method.max_concept_complexity, method.sample_states,
-                                 method.max_features, method.max_weight, ctx.seed,
+                                 method.max_features, method.max_weight, seed,
                                  method.milp_seconds, method.max_terms, tuple(method.weights),
                                  method.relaxed_features, method.milp_nodes)
     if method.proposer.name == "grammar":
-        return GrammarProposer(training[0], method.max_terms, tuple(method.weights), ctx.seed,
+        return GrammarProposer(training[0], method.max_terms, tuple(method.weights), seed,
                                method.search.name, method.max_weight)
     example = domain.training[0].read_text()
     return LanguageModelProposer(generator, domain.domain_file.read_text(), example)
@@ -79,35 +82,38 @@ def _tasks(domain_file, paths) -> list:
     return [t for t in (ground(domain_file, p) for p in paths) if not t.unsolvable]
 
 
-def test_sets(cfg: RootConfig, ctx: RunContext, domain) -> dict[str, list]:
+def test_sets(cfg: RootConfig, seed: int, output_dir: Path, domain) -> dict[str, list]:
     chosen = cfg.dataset.test_set.name
     out = {}
     if chosen in ("easy", "both"):
         out["easy"] = _tasks(domain.domain_file, domain.testing)
     if chosen in ("larger", "both"):
         out["larger"] = _tasks(domain.domain_file, larger_tasks(
-            domain, ctx.seed, ctx.output_dir / "tasks" / "larger"))
+            domain, seed, output_dir / "tasks" / "larger"))
     return out
 
 
-def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
+def run_domain(cfg: RootConfig, seed: int, output_dir: Path, domain, generator=None) -> dict:
+    """Both loops and the test evaluation on one domain. Depends on ``seed`` and the
+    domain only, so the domains may run in worker processes in any order."""
+    seed_everything(seed)
     method, protocol, data = cfg.method, cfg.protocol, cfg.dataset
     limits = Limits(protocol.max_states, protocol.max_expansions, protocol.timeout,
                     protocol.memory_mb, method.sandbox.name)
     larger_limits = dataclasses.replace(limits, max_states=protocol.larger_max_states)
     training_paths = (domain.training if data.training_set.name == "ipc" else
                       generated_training(domain, data.training_size, data.training_tasks,
-                                         ctx.seed, ctx.output_dir / "tasks" / "training"))
+                                         seed, output_dir / "tasks" / "training"))
     training = _tasks(domain.domain_file, training_paths)
-    testing = test_sets(cfg, ctx, domain)
+    testing = test_sets(cfg, seed, output_dir, domain)
     start = time.perf_counter()
-    ours_proposer = make_proposer(cfg, ctx, domain, training, generator)
+    ours_proposer = make_proposer(cfg, seed, domain, training, generator)
     ours = synthesize_direct(ours_proposer.propose, training, method.max_programs, limits)
     ours.proposer_evaluations = getattr(ours_proposer, "feature_evaluations", 0)
     ours_seconds = time.perf_counter() - start
     start = time.perf_counter()
     baseline_proposer = (ours_proposer.fresh() if isinstance(ours_proposer, PotentialProposer)
-                         else make_proposer(cfg, ctx, domain, training, generator))
+                         else make_proposer(cfg, seed, domain, training, generator))
     best, sampled = sample_and_select(baseline_proposer.propose, training,
                                       protocol.baseline_programs, limits)
     baseline_seconds = time.perf_counter() - start
@@ -154,7 +160,7 @@ def run_domain(cfg: RootConfig, ctx: RunContext, domain, generator) -> dict:
                          for i, c in enumerate(checks)],
             "test": test,
             "perfect": perfect_is_direct(testing.get("easy", []), protocol.perfect_max_states,
-                                         protocol.max_steps, random.Random(ctx.seed))}
+                                         protocol.max_steps, random.Random(seed))}
 
 
 @register_paper("directsynth")
@@ -164,8 +170,12 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     domains = planning_domains(data.root, list(data.domains), data.training_level,
                                data.training_tasks, data.test_level, data.test_tasks)
     generator = text_generator(cfg, ctx)
-    results = [run_domain(cfg, ctx, d, generator)
-               for d in ctx.progress(domains, "domains")]
+    jobs = [(cfg, ctx.seed, ctx.output_dir, d) for d in domains]
+    if generator is None:  # the offline proposers: one domain per worker process
+        results = map_jobs(run_domain, jobs, cfg.protocol.workers,
+                           lambda items, total: ctx.progress(items, "domains", total))
+    else:  # a language model (or its endpoint) lives in this process
+        results = [run_domain(*job, generator) for job in ctx.progress(jobs, "domains")]
     for r in results:
         ctx.info(f"{r['domain']}: ours {r['programs_ours']} programs ({r['stopped']}), "
                  f"{r['evaluations_ours']} evaluations; baseline {r['programs_baseline']} "

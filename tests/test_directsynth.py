@@ -171,6 +171,50 @@ def test_relaxed_features_bracket_the_optimal_relaxed_plan(domain, number):
     assert view.goal_count(facts) == bin(task.goal & ~task.init).count("1")
 
 
+@pytest.mark.parametrize("domain", ["blocksworld", "miconic", "rovers", "floortile"])
+def test_h_add_and_h_max_equal_pyperplans_along_a_random_walk(domain):
+    """pyperplan's hAdd and hMax (an independent implementation) on 30 states of a random
+    walk through a larger training task."""
+    from pyperplan import grounding
+    from pyperplan.heuristics.relaxation import hAddHeuristic, hMaxHeuristic
+    from pyperplan.pddl.parser import Parser
+    from pyperplan.search.searchspace import make_root_node
+
+    folder = SHIPPED / domain
+    problem = folder / "training" / "easy" / "p05.pddl"
+    parser = Parser(str(folder / "domain.pddl"), str(problem))
+    reference = grounding.ground(parser.parse_problem(parser.parse_domain()),
+                                 remove_irrelevant_operators=False)
+    h_add, h_max = hAddHeuristic(reference), hMaxHeuristic(reference)
+    task = ground(folder / "domain.pddl", problem)
+    view, rng, state = TaskView(task_spec(task)), random.Random(0), task.init
+    for _ in range(30):
+        facts = task.facts(state)
+        node = make_root_node(frozenset("(" + " ".join(a) + ")" for a in facts)
+                              & reference.facts)
+        assert (view.h_add(facts), view.h_max(facts)) == (h_add(node), h_max(node))
+        state = rng.choice([op.apply(state) for op in task.operators
+                            if op.applicable(state)])
+
+
+def test_the_shared_grammar_parses_as_the_pddl_package_does():
+    """strips parses with one grammar per process; ``pddl``'s own functions build a parser
+    per file. Same objects for every shipped domain and one task of each."""
+    from pddl import parse_domain, parse_problem
+    from pddl.parser.domain import DomainParser
+    from pddl.parser.problem import ProblemParser
+
+    from methods.directsynth.strips import _parse
+
+    for domain in IPC2023_DOMAINS:
+        folder = SHIPPED / domain
+        problem = folder / "testing" / "easy" / "p01.pddl"
+        assert _parse(DomainParser, folder / "domain.pddl") == parse_domain(folder / "domain.pddl")
+        ours, theirs = _parse(ProblemParser, problem), parse_problem(problem)
+        assert (ours, ours.objects, ours.init, ours.goal) == (
+            theirs, theirs.objects, theirs.init, theirs.goal)
+
+
 def test_an_action_without_preconditions_costs_one():
     view = TaskView({"name": "t", "atoms": [["g"], ["h"]], "goal": [0, 1], "static": [],
                      "objects": {}, "operators": [["(a)", [], [0]], ["(b)", [0], [1]]]})

@@ -93,6 +93,7 @@ class DirectsynthProtocol:
     reference_expansions: int = MISSING  # GBFS with h_FF, the reference plan on larger tasks
     timeout: float = positive()
     memory_mb: int = within(16, None)
+    workers: int = within(1, None)  # processes for the domains (offline proposers only)
 
 
 @dataclass

@@ -55,6 +55,9 @@ class TaskView:
                 self._consumers[i].append(k)
             if not pre:
                 self._no_pre.append(k)
+        self._pres = [pre for _, pre, _ in self.operators]
+        self._adds = [add for _, _, add in self.operators]
+        self._pre_counts = [len(pre) for pre in self._pres]
         self._last: dict = {}  # combine -> (state ids, (cost, supporter))
         self.universe = frozenset(o for names in self.objects.values() for o in names)
         self._parsed: dict = {}  # concept text -> expression
@@ -77,34 +80,35 @@ class TaskView:
         return result
 
     def _relaxed_costs(self, ids: frozenset[int], combine):
+        """Generalised Dijkstra over the relaxed task (the inner loop of every relaxed
+        feature, so written with local names; ties go to the first operator to fire)."""
         cost = [INF] * len(self.atoms)
         supporter = [None] * len(self.atoms)
-        missing = [len(pre) for _, pre, _ in self.operators]
+        missing = self._pre_counts.copy()
+        pres, adds, consumers = self._pres, self._adds, self._consumers
         queue = [(0, i) for i in ids]
         for i in ids:
             cost[i] = 0
         for k in self._no_pre:  # applicable everywhere: cost 1 (one action)
-            queue.extend(self._fire(k, 1, cost, supporter))
+            for j in adds[k]:
+                if 1 < cost[j]:
+                    cost[j], supporter[j] = 1, k
+                    queue.append((1, j))
         heapq.heapify(queue)
+        pop, push, at = heapq.heappop, heapq.heappush, cost.__getitem__
         while queue:
-            c, i = heapq.heappop(queue)
+            c, i = pop(queue)
             if c > cost[i]:
                 continue
-            for k in self._consumers[i]:
+            for k in consumers[i]:
                 missing[k] -= 1
                 if missing[k] == 0:
-                    op_cost = 1 + combine(cost[j] for j in self.operators[k][1])
-                    for item in self._fire(k, op_cost, cost, supporter):
-                        heapq.heappush(queue, item)
+                    op_cost = 1 + combine(map(at, pres[k]))
+                    for j in adds[k]:
+                        if op_cost < cost[j]:
+                            cost[j], supporter[j] = op_cost, k
+                            push(queue, (op_cost, j))
         return cost, supporter
-
-    def _fire(self, k, op_cost, cost, supporter):
-        out = []
-        for j in self.operators[k][2]:
-            if op_cost < cost[j]:
-                cost[j], supporter[j] = op_cost, k
-                out.append((op_cost, j))
-        return out
 
     # ------------------------------------------------------------------ features
     def goal_count(self, state) -> int:
@@ -268,8 +272,7 @@ def _closure(pairs) -> frozenset:
     return frozenset(out)
 
 
-def _sum(values) -> float:
-    return sum(values)
+_sum = sum
 
 
 def _max(values) -> float:

@@ -9,6 +9,7 @@ win over deletes, as in PDDL).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,8 +97,14 @@ def bits(mask: int):
         mask ^= low
 
 
+def _name(pddl_name) -> str:
+    """A plain lower-case ``str``: PDDL names are case-insensitive, and ``pddl``'s own name
+    type hashes in Python code, which made it the slowest part of every set of facts."""
+    return str(pddl_name).lower()
+
+
 def _atom(predicate) -> Atom:
-    return (predicate.name, *(t.name for t in predicate.terms))
+    return (_name(predicate.name), *(_name(t.name) for t in predicate.terms))
 
 
 def _literals(formula) -> tuple[list, list]:
@@ -119,18 +126,18 @@ def _literals(formula) -> tuple[list, list]:
 
 
 def _typed_objects(domain, problem) -> dict[str, list[str]]:
-    parents = {t: p for t, p in domain.types.items()}
+    parents = {_name(t): p and _name(p) for t, p in domain.types.items()}
     out: dict[str, list[str]] = {"object": []}
-    for obj in sorted([*domain.constants, *problem.objects], key=lambda o: o.name):
-        tags = obj.type_tags or {"object"}
-        for tag in tags:
+    for obj in sorted([*domain.constants, *problem.objects], key=lambda o: _name(o.name)):
+        name = _name(obj.name)
+        for tag in sorted(map(_name, obj.type_tags)) or ["object"]:
             while tag is not None:
                 out.setdefault(tag, [])
-                if obj.name not in out[tag]:
-                    out[tag].append(obj.name)
+                if name not in out[tag]:
+                    out[tag].append(name)
                 tag = parents.get(tag) if tag != "object" else None
-        if obj.name not in out["object"]:
-            out["object"].append(obj.name)
+        if name not in out["object"]:
+            out["object"].append(name)
     return out
 
 
@@ -146,16 +153,17 @@ class _Schema:
 
 def _schema(action) -> _Schema:
     def term(t):
-        return f"?{t.name}" if type(t).__name__ == "Variable" else t.name
+        return f"?{_name(t.name)}" if type(t).__name__ == "Variable" else _name(t.name)
 
     def atoms(preds):
-        return [(p.name, *(term(t) for t in p.terms)) for p in preds]
+        return [(_name(p.name), *(term(t) for t in p.terms)) for p in preds]
 
-    params = [(f"?{v.name}", next(iter(v.type_tags)) if v.type_tags else "object")
+    params = [(f"?{_name(v.name)}",
+               _name(next(iter(v.type_tags))) if v.type_tags else "object")
               for v in action.parameters]
     pre, neg = _literals(action.precondition) if action.precondition is not None else ([], [])
     add, delete = _literals(action.effect)
-    return _Schema(action.name, params, atoms(pre), atoms(neg), atoms(add), atoms(delete))
+    return _Schema(_name(action.name), params, atoms(pre), atoms(neg), atoms(add), atoms(delete))
 
 
 def _bind(atom: tuple, sub: dict) -> Atom:
@@ -235,13 +243,33 @@ def _relaxed_reachability(schemas, init: set, static: frozenset, objects: dict):
     return reachable_atoms, grounded
 
 
+@functools.cache
+def _lalr(start_symbol: str):
+    """The ``pddl`` package's grammar, analysed once per process (its ``parse_domain`` builds
+    a new parser per file, 7x the cost of parsing a task)."""
+    from lark import Lark
+    from pddl.parser import GRAMMAR_FILE, PARSERS_DIRECTORY
+
+    return Lark(GRAMMAR_FILE.read_text(), parser="lalr", import_paths=[PARSERS_DIRECTORY],
+                start=start_symbol)
+
+
+def _parse(parser_class, path: str | Path):
+    """``pddl``'s domain or problem object for one file: the shared grammar's tree, turned
+    into objects by a fresh transformer (transformers keep names between calls)."""
+    tree = _lalr(parser_class.start_symbol).parse(Path(path).read_text())
+    return parser_class.transformer_cls().transform(tree)
+
+
 def ground(domain_file: str | Path, problem_file: str | Path) -> Task:
     """Parse and ground one task: relaxed reachability from the initial state, static atoms
     compiled away, negative preconditions on static atoms checked at grounding."""
-    from pddl import parse_domain, parse_problem
+    from pddl.parser.domain import DomainParser
+    from pddl.parser.problem import ProblemParser
 
     try:
-        domain, problem = parse_domain(str(domain_file)), parse_problem(str(problem_file))
+        domain = _parse(DomainParser, domain_file)
+        problem = _parse(ProblemParser, problem_file)
     except Exception as err:  # the parser's own error types vary by construct
         raise UserError(f"cannot parse {problem_file}: {err}") from err
     schemas = [_schema(a) for a in sorted(domain.actions, key=lambda a: a.name)]
@@ -269,9 +297,9 @@ def ground(domain_file: str | Path, problem_file: str | Path) -> Task:
                                   mask(add), mask(d for d in delete if d not in add)))
     # a goal atom that relaxed reachability never adds (and is not static) is never true
     unsolvable = any(g not in static and g not in reachable_atoms for g in goals)
-    return Task(name=Path(problem_file).stem, domain=domain.name, atoms=fluents, static=static,
-                objects=objects, init=mask(init), goal=mask(goals), operators=operators,
-                unsolvable=unsolvable)
+    return Task(name=Path(problem_file).stem, domain=_name(domain.name), atoms=fluents,
+                static=static, objects=objects, init=mask(init), goal=mask(goals),
+                operators=operators, unsolvable=unsolvable)
 
 
 def validate_plan(task: Task, plan: list[str]) -> bool:
