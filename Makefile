@@ -26,11 +26,14 @@ PAPERS   ?= $(ALL_PAPERS)
 SEEDS    ?=
 LAUNCHER ?= joblib
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+SCALE    ?= cpu
+PLAN_SCALE := $(if $(filter command line,$(origin SCALE)),$(SCALE),paper)
+GPU      ?= h100-80gb
 REPRODUCE_DIR ?= outputs/reproduce
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 
 .PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
-	reproduce report readme list clean
+	reproduce report readme list clean plan plan-docs gpu-smoke
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -97,7 +100,17 @@ summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/swe
 
 reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; resumes)
 	$(PY) -m experiments.runner.reproduce --papers $(PAPERS) --seeds '$(SEEDS)' \
-		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) $(ARGS)
+		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) --scale $(SCALE) $(ARGS)
+
+plan: install  ## memory and time of a preset: make plan PAPER=mpopd SCALE=paper GPU=h100-80gb
+	$(TEST_ENV) $(PY) -m experiments.plan +paper=$(PAPER) scale=$(PLAN_SCALE) --gpu $(GPU) $(ARGS)
+
+plan-docs: install  ## docs/paper_scale.md: every paper's scale=paper plan on GPU
+	$(TEST_ENV) $(PY) -m experiments.plan --all --gpu $(GPU) --markdown docs/paper_scale.md
+
+gpu-smoke: install  ## on a CUDA machine: real-size random-init LMs, peak memory and tokens/s vs make plan
+	@mkdir -p docs/bench
+	$(TEST_ENV) $(PY) -m pytest -q -s -m gpu tests/test_paper_scale.py | tee docs/bench/gpu_smoke.txt
 
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report

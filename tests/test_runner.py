@@ -171,7 +171,8 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "colmap", "target", "neutral", "base_url", "model", "api_key", "device", "id",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
-             "extraction_turns", "user_turns", "primary_metrics", "metric", "over", "abstract"}
+             "extraction_turns", "user_turns", "primary_metrics", "metric", "over", "abstract",
+             "note"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():
@@ -360,7 +361,7 @@ def test_auto_device_resolves_to_cuda_when_torch_sees_a_gpu(monkeypatch, tmp_pat
     (("+paper=ditherq", "protocol.bits=[1,-2]"), "protocol.bits=[1, -2] is out of range", 1),
     (("+paper=ditherq", "threads=0"), "threads=0 is out of range", 1),
     # a mandatory value left unset
-    (("+paper=proteinopd", "dataset=fasta_proteins"), "dataset.path has no value", 1),
+    (("+paper=proteinopd", "dataset=fasta_proteins"), "set dataset.path=<path>", 1),
     (("+paper=ditherq", "paths.cache_dir=/proc/no-cache-here"), "paths.cache_dir", 1),
     (("+paper=ditherq", "dataset=npy_vectors", "dataset.path=README.md"),
      "is not a .npy file", 2),

@@ -3,8 +3,9 @@
 Hydra creates the run folder before any of our code runs, so every mistake we can see in
 the arguments alone is reported here: one ``error:`` line, exit code 1, nothing written.
 It also makes the selected paper's own config folder (``conf/papers/<key>/``: its method,
-dataset, model and sweep options) searchable, and names sweep job folders by the settings
-that actually vary.
+dataset, model and sweep options) searchable, turns ``scale=<name>`` into that paper's
+preset (``conf/papers/<key>/scale/<name>.yaml``), and names sweep job folders by the
+settings that actually vary.
 """
 
 from __future__ import annotations
@@ -74,6 +75,36 @@ def group_options(group: str, keys: list[str]) -> list[str]:
                    for p in folder.glob("*.yaml")})
 
 
+def scale_options(key: str) -> list[str]:
+    """The paper's scale presets: ``cpu`` (the default as it is) and ``paper``, the
+    abstract's setting, where one exists."""
+    return sorted(p.stem for p in (CONF_DIR / "papers" / key / "scale").glob("*.yaml"))
+
+
+def scale_override(argv: list[str], keys: list[str]) -> list[str]:
+    """``argv`` with ``scale=<name>`` replaced by the selected paper's preset, appended to
+    the defaults as a global config (its own group overrides, e.g. the model, apply; the
+    command line still wins). Presets are per paper, so one paper and one scale a run."""
+    out = []
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") != "scale" or not _:
+            out.append(arg)
+            continue
+        if _is_swept(value):
+            raise UserError(f"scale={value}: one scale per command (the presets change "
+                            "models and sizes; compare them with make reproduce SCALE=...)")
+        if value != "cpu" and len(keys) != 1:
+            raise UserError(f"scale={value} selects one paper's preset: give one paper "
+                            "(make reproduce SCALE=paper runs them one by one)")
+        for paper in keys:
+            if value not in scale_options(paper):
+                raise did_you_mean(f"{paper} scale", value, scale_options(paper))
+        if len(keys) == 1:  # scale=cpu over several papers: each default as it is
+            out.append(f"+papers/{keys[0]}/scale@_global_={value}")
+    return out
+
+
 def check_arguments(argv: list[str]) -> list[str]:
     """Raise ``UserError`` on what is wrong in ``argv``; return the selected papers."""
     overrides = _overrides(argv)
@@ -116,7 +147,7 @@ def check_composition(argv: list[str], keys: list[str]) -> None:
         overrides.append(f"{key}={_split_values(value)[0]}")
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose("config", overrides=overrides + search_path_override(keys))
+            cfg = compose("config", overrides=overrides + search_path_override(keys))
     except HydraException as err:
         cause = err.__cause__
         full_key = getattr(cause, "full_key", None)
@@ -130,7 +161,15 @@ def check_composition(argv: list[str], keys: list[str]) -> None:
         if isinstance(cause, ValidationError) and full_key:
             reason = str(cause).splitlines()[0]
             raise UserError(f"{full_key}: {reason}") from None
-        raise UserError(str(err).splitlines()[0]) from None
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        message = lines[0]
+        if message.endswith(":") and len(lines) > 1:  # "... while composing config:"
+            message += " " + " ".join(lines[1:3])
+        raise UserError(message) from None
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:  # a data folder or file the setting needs and nothing can fetch by name
+        raise UserError(f"set {', '.join(f'{k}=<path>' for k in missing)}: this setting reads "
+                        "data that cannot be fetched by name")
 
 
 def _sweep_params(argv: list[str], keys: list[str]) -> dict[str, str]:
@@ -165,6 +204,7 @@ def prepare(argv: list[str]) -> list[str]:
     """Check ``argv`` and return it with the paper search path and job naming added (once:
     the processes of a multi-process launch re-run the command with these already in it)."""
     keys = check_arguments(argv)
+    argv = scale_override(argv, keys)
     check_composition(argv, keys)
     given = {a.split("=", 1)[0] for a in argv}
     added = search_path_override(keys) + job_name_override(argv, keys)

@@ -4,7 +4,8 @@ Each paper declares ``paper.seeds`` in ``conf/paper/<key>.yaml``, fixed before a
 seen (no stopping rule looks at the data). The runs go in rounds by seed: round ``s`` is one
 multirun of the papers that declare more than ``s`` seeds, longest first, so two workers
 stay busy and an interrupted reproduction has the same seeds for every paper it reached.
-``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun). Every job
+``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun);
+``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper). Every job
 writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (resume).
 """
 
@@ -33,19 +34,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launcher", default="joblib")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--dir", default="outputs/reproduce")
+    parser.add_argument("--scale", default="cpu", help="cpu or paper (the presets)")
     parser.add_argument("overrides", nargs="*", help="passed to every job")
     args = parser.parse_args(argv)
     papers = [p for p in args.papers.split(",") if p]
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
     code, start = 0, time.perf_counter()
     for seed, members in rounds(papers, seeds):
-        command = [sys.executable, "run.py", "-m", f"+paper={','.join(members)}", f"seed={seed}",
-                   f"hydra/launcher={args.launcher}", f"hydra.sweep.dir={args.dir}",
-                   "hydra.sweep.subdir=${paper.key}/seed${seed}", *args.overrides]
-        if args.launcher == "joblib":
-            command.insert(5, f"hydra.launcher.n_jobs={args.jobs}")
-        print(f"==> seed {seed}: {', '.join(members)}", flush=True)
-        code = max(code, subprocess.call(command))
+        # the presets are per paper: at scale=paper, one multirun per paper
+        groups = [members] if args.scale == "cpu" else [[key] for key in members]
+        for group in groups:
+            command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
+                       f"seed={seed}", f"hydra/launcher={args.launcher}",
+                       f"hydra.sweep.dir={args.dir}",
+                       "hydra.sweep.subdir=${paper.key}/seed${seed}", *args.overrides]
+            if args.scale != "cpu":
+                command.append(f"scale={args.scale}")
+            if args.launcher == "joblib":
+                command.insert(5, f"hydra.launcher.n_jobs={args.jobs}")
+            print(f"==> seed {seed}: {', '.join(group)}", flush=True)
+            code = max(code, subprocess.call(command))
     print(f"==> reproduction finished in {(time.perf_counter() - start) / 60:.1f} min wall "
           f"(exit code {code}); make report judges it", flush=True)
     return code

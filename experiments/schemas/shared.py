@@ -134,6 +134,81 @@ class SweepFit:
     threshold: float | None = None
 
 
+class Family(StrEnum):
+    """Architectures ``make plan`` builds on the meta device (transformers config classes)."""
+
+    qwen3 = "qwen3"  # grouped-query attention, q/k RMSNorm, SwiGLU
+    qwen2 = "qwen2"  # grouped-query attention with q/k/v biases, SwiGLU
+    llama = "llama"  # grouped-query attention, SwiGLU
+    gpt2 = "gpt2"  # multi-head attention, learned positions, GELU MLP
+    other = "other"  # not built: parameters taken from the model card
+
+
+@dataclass
+class Architecture:
+    """A model's shape (the hub's config.json), so ``make plan`` needs no download."""
+
+    family: Family = MISSING
+    layers: int | None = within(1, None)
+    hidden: int | None = within(1, None)
+    heads: int | None = within(1, None)
+    kv_heads: int | None = None  # null: heads (multi-head attention)
+    head_dim: int | None = None  # null: hidden / heads
+    intermediate: int | None = within(1, None)  # MLP width
+    vocab: int | None = None  # null: not a language model
+    tied_embeddings: bool = False
+    max_positions: int | None = None
+    parameters: int | None = None  # family other: the model card's count
+    source: str = MISSING  # where these facts come from
+
+
+class Role(StrEnum):
+    """What a run does with one model (``make plan`` sizes memory and time from it)."""
+
+    train = "train"  # full fine-tuning: gradients and AdamW state for every weight
+    lora = "lora"  # low-rank adapters on the attention and MLP matrices; base frozen
+    forward = "forward"  # scoring passes only (a teacher, a judge, a frozen encoder)
+    generate = "generate"  # sampling with a KV cache only
+
+
+class Precision(StrEnum):
+    bf16_true = "bf16_true"  # weights, gradients and AdamW moments in bfloat16
+    bf16_mixed = "bf16_mixed"  # fp32 master weights, gradients and moments; bf16 compute
+    fp32 = "fp32"
+
+
+class Sharding(StrEnum):
+    none = "none"  # every GPU holds the whole model (data parallel)
+    fsdp = "fsdp"  # weights, gradients and optimizer state divided over the GPUs
+
+
+@dataclass
+class Workload:
+    """One model's share of a run at the paper's scale."""
+
+    model: str = MISSING  # the config slot (model, student, teacher, judge) or a name
+    role: Role = MISSING
+    steps: int = within(1, None)  # optimizer steps (train, lora) or batches
+    batch: int = within(1, None)  # sequences per step, over all GPUs
+    micro_batch: int = within(1, None)  # sequences per GPU in one pass
+    seq_len: int = within(1, None)  # tokens per sequence in a training or scoring pass
+    new_tokens: int = 0  # tokens sampled per sequence per step (rollouts), with a KV cache
+    lora_rank: int = 0
+    checkpointing: bool = False  # gradient checkpointing (keeps one input per layer)
+    arch: Architecture | None = None  # a model that is no config slot (a method's backbone)
+
+
+@dataclass
+class Plan:
+    """``paper.plan`` of a ``scale=paper`` preset: what ``make plan`` sizes."""
+
+    gpus: int = within(1, None)
+    precision: Precision = MISSING
+    sharding: Sharding = MISSING
+    workloads: list[Workload] = field(default_factory=list)
+    note: str = ""  # a paper without a neural model: why, and what bounds its time
+
+
 @dataclass
 class PaperInfo:
     """``paper:`` of ``conf/paper/<key>.yaml``: what the paper claims and what to plot."""
@@ -146,10 +221,12 @@ class PaperInfo:
     primary_metrics: dict[str, bool] = MISSING
     claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
     # seeds `make reproduce` runs, fixed before any result is seen, by the default's cost:
-    # 10 under 2 minutes, 5 under 5, else 3
+    # 10 under 1 minute, 5 under 2, else 3
     seeds: int = 3
     # growth laws a sweep summary fits: name -> metric and the swept numeric setting
     sweep_fits: dict[str, SweepFit] = field(default_factory=dict)
+    scale: str = "cpu"  # the preset (scale=paper: conf/papers/<key>/scale/paper.yaml)
+    plan: Plan | None = None  # the paper-scale resources make plan sizes
 
 
 class Accelerator(StrEnum):
@@ -187,6 +264,7 @@ class Dtype(StrEnum):
 class ModelConfig:
     name: str = MISSING
     source: str = MISSING
+    arch: Architecture | None = None  # a real model's shape (make plan)
 
 
 @dataclass

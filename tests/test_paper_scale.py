@@ -1,0 +1,197 @@
+"""The ``scale=paper`` presets of the papers that name hub models, run end to end on CPU:
+each model replaced by a tiny random-weight model of the same architecture (Qwen3: grouped
+query attention, q/k norms, tied or untied embeddings as the real one; Qwen2; GPT-2) with the
+packaged SmolLM2 tokenizer, hub datasets by a local folder of the same layout, sizes shrunk
+to seconds. The preset's own settings (models, precision, hooks, generation, training)
+stay. ``-m gpu``: the real sizes on CUDA (``make gpu-smoke``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from experiments.plan.estimate import GIB, GPUS, Setup, estimate, hf_config
+from experiments.runner.cli import scale_override
+from experiments.schemas.shared import Architecture, Workload
+
+from .conftest import ROOT, run_paper
+
+
+def real_arch(name: str, folder: str = "conf/model") -> Architecture:
+    block = OmegaConf.load(ROOT / folder / f"{name}.yaml").arch
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Architecture), block))
+
+
+def shrunk(arch: Architecture, vocab: int) -> Architecture:
+    """The same family and embedding tying, two layers of width 64, GQA kept."""
+    grouped = (arch.kv_heads or arch.heads) < arch.heads
+    return Architecture(family=arch.family, layers=2, hidden=64, heads=4,
+                        kv_heads=2 if grouped else None, head_dim=16, intermediate=128,
+                        vocab=vocab, tied_embeddings=arch.tied_embeddings,
+                        max_positions=2048, source="test")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from models.lm.loader import smollm2_gguf_path
+
+    gguf = smollm2_gguf_path()
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+@pytest.fixture(scope="module")
+def tiny(tokenizer, tmp_path_factory):
+    """``tiny(model file[, folder])``: a folder holding the tiny model of that architecture."""
+    import transformers
+
+    made: dict[str, Path] = {}
+
+    def build(name: str, folder: str = "conf/model") -> Path:
+        if name not in made:
+            arch = shrunk(real_arch(name, folder), len(tokenizer))
+            config = hf_config(arch)
+            config.pad_token_id = config.eos_token_id = tokenizer.eos_token_id
+            torch.manual_seed(0)
+            model = transformers.AutoModelForCausalLM.from_config(config)
+            made[name] = tmp_path_factory.mktemp(name)
+            model.save_pretrained(made[name])
+            tokenizer.save_pretrained(made[name])
+        return made[name]
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def gsm8k_folder(tmp_path_factory) -> Path:
+    """GSM8K's layout (config main, question / answer with '#### n') in a local folder."""
+    root = tmp_path_factory.mktemp("gsm8k")
+    (root / "main").mkdir()
+    rows = [{"question": f"What is {a} plus {a + 1}?", "answer": f"#### {2 * a + 1}"}
+            for a in range(8)]
+    for split in ("train", "test"):
+        (root / "main" / f"{split}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: main\n  data_files:\n"
+        "  - split: train\n    path: main/train.jsonl\n"
+        "  - split: test\n    path: main/test.jsonl\n---\n")
+    return root
+
+
+def run_preset(key: str, overrides: list[str], tmp_path: Path) -> dict:
+    argv = scale_override([f"+paper={key}", "scale=paper", "device=cpu",
+                           f"paths.cache_dir={tmp_path / 'cache'}", *overrides], [key])
+    return run_paper(argv, tmp_path / "run")
+
+
+def test_mpopd_preset_distils_a_qwen3_pair(tiny, gsm8k_folder, tmp_path):
+    metrics = run_preset("mpopd", [
+        f"model.hub_id={tiny('qwen3-8b')}", f"student.hub_id={tiny('qwen3-4b-base')}",
+        f"dataset.hub_id={gsm8k_folder}", "dataset.limit=4", "dataset.max_new_tokens=6",
+        "method.max_new_tokens=6", "method.prompts_per_step=2", "method.group_size=2",
+        "protocol.steps=2", "protocol.eval_prompts=2", "protocol.curve_prompts=2",
+        "protocol.eval_every=0", "protocol.variants=[opd,mpopd]"], tmp_path)
+    assert {"acc_mpopd", "acc_opd"} <= set(metrics)
+
+
+def test_prohind_preset_trains_qwen3_with_grpo(tiny, gsm8k_folder, tmp_path):
+    metrics = run_preset("prohind", [
+        f"model.hub_id={tiny('qwen3-4b')}", f"dataset.hub_id={gsm8k_folder}", "dataset.limit=4",
+        "dataset.max_new_tokens=6", "method.prompts_per_step=2", "method.group_size=2",
+        "protocol.steps=2", "protocol.eval_prompts=2", "protocol.lambdas=[1.0]"], tmp_path)
+    assert metrics
+
+
+def test_cfbeam_preset_searches_with_qwen3(tiny, tmp_path):
+    root = tmp_path / "math500"
+    root.mkdir()
+    (root / "test.jsonl").write_text("".join(
+        json.dumps({"problem": f"What is {a}+1?", "answer": str(a + 1)}) + "\n"
+        for a in range(4)))
+    metrics = run_preset("cfbeam", [
+        f"model.hub_id={tiny('qwen3-4b')}", f"dataset.hub_id={root}", "dataset.limit=2",
+        "dataset.max_new_tokens=6", "method.beam_width=2", "method.samples_per_beam=2",
+        "protocol.tree.coverages=[4,8]", "protocol.tree.trials=5", "protocol.tree.bootstrap=5",
+        "protocol.tree.reward_noise=[0.0]", "protocol.tree.bon_hard_steps=[1,2]"],
+        tmp_path)
+    assert metrics
+
+
+def test_gcad_preset_steers_qwen2_with_a_qwen3_judge(tiny, tmp_path):
+    metrics = run_preset("gcad", [
+        f"model.hub_id={tiny('qwen2.5-7b-instruct')}", f"judge.hub_id={tiny('qwen3-8b')}",
+        "protocol.max_new_tokens=4", "protocol.residual_layer=1"], tmp_path)
+    assert metrics
+
+
+def test_directsynth_preset_asks_a_qwen3_for_programs(tiny, tmp_path):
+    metrics = run_preset("directsynth", [
+        f"model.hub_id={tiny('qwen3-4b')}", f"dataset.root={ROOT / 'data' / 'ipc2023-learning'}",
+        "dataset.test_level=easy", "dataset.domains=[blocksworld]", "dataset.test_tasks=1",
+        "dataset.training_tasks=2", "dataset.test_set=easy", "method.max_programs=2",
+        "method.max_new_tokens=16", "protocol.baseline_programs=2"], tmp_path)
+    assert metrics["domains"] == 1
+
+
+def test_proteinopd_preset_distils_a_gpt2_student(tiny, tmp_path):
+    fasta = tmp_path / "proteins.fasta"
+    rng = torch.Generator().manual_seed(0)
+    letters = "ACDEFGHIKLMNPQRSTVWY"
+    fasta.write_text("".join(
+        f">p{i}\n" + "".join(letters[j] for j in torch.randint(0, 20, (60,), generator=rng))
+        + "\n" for i in range(40)))
+    metrics = run_preset("proteinopd", [
+        f"model.hub_id={tiny('protgpt2', 'conf/papers/proteinopd/model')}",
+        f"dataset.path={fasta}", "protocol.opd_steps=2", "protocol.teacher_steps=2",
+        "protocol.rl_steps=2", "protocol.eval_samples=4", "protocol.front_kl_betas=[0.04]",
+        "protocol.pareto_weights=[0.5]", "method.sequences_per_step=2",
+        "protocol.objectives=[thermostability,stability]"], tmp_path)
+    assert metrics
+
+
+# -- on a GPU: the real sizes ------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["qwen3-0.6b", "qwen3-4b"])
+def test_real_size_qwen3_steps_within_the_plan(name):
+    """Random-initialised weights of the real shape in bfloat16: three AdamW steps at
+    micro-batch 2 x 1024 tokens with checkpointing, then 64 sampled tokens; peak memory and
+    tokens/s printed beside make plan's estimate (and memory within 30% of it)."""
+    import transformers
+
+    arch = real_arch(name)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(hf_config(arch)).to(
+        "cuda", torch.bfloat16)
+    model.gradient_checkpointing_enable()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    work = Workload(model="model", role="train", steps=3, batch=2, micro_batch=2,
+                    seq_len=1024, checkpointing=True)
+    plan = estimate(name, arch, work, Setup(GPUS["h100-80gb"], 1, "bf16_true", "none"))
+    torch.cuda.reset_peak_memory_stats()
+    ids = torch.randint(0, arch.vocab, (2, 1024), device="cuda")
+    start = time.perf_counter()
+    for _ in range(3):
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    train_tps = 3 * ids.numel() / (time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated() / GIB
+    model.eval()
+    start = time.perf_counter()
+    with torch.no_grad():
+        model.generate(ids[:, :32], max_new_tokens=64, do_sample=True, min_new_tokens=64)
+    torch.cuda.synchronize()
+    sample_tps = 2 * 64 / (time.perf_counter() - start)
+    print(f"{name}: peak {peak:.1f} GiB (plan {plan.total / GIB:.1f}); training "
+          f"{train_tps:.0f} tokens/s (plan {3 * 2048 / plan.seconds:.0f}); sampling "
+          f"{sample_tps:.0f} tokens/s at batch 2")
+    assert peak == pytest.approx(plan.total / GIB, rel=0.3)
