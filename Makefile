@@ -73,8 +73,9 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n :
 test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn); prints the ten slowest
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 $(ARGS)
 
-test-slow: install  ## slow tests (multirun launchers, DDP, longer runs)
-	$(TEST_ENV) $(PY) -m pytest -q -m slow $(ARGS)
+test-slow: install  ## tests over about 10 s (SmolLM2 and real-architecture runs, launchers, DDP)
+	$(TEST_ENV) $(PY) -m pytest -q -m "slow and not gpu" -n $(TEST_WORKERS) --dist worksteal \
+		--durations=10 $(ARGS)
 
 test-gpu: install  ## tests that need a CUDA GPU
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)

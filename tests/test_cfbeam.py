@@ -187,6 +187,7 @@ def test_loader_local_round_trip_and_offline_error(tmp_path):
         load_pretrained("Qwen/Qwen3-4B")
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_tree_budgets_grow_like_c_squared_for_ll_beam_and_like_c_when_adaptive():
     """The vanilla lower bound Omega(C^2) and the factor-C saving of confident-node
     sampling on the hard instance (3 hard steps, 60 trials, C = 8..32)."""
@@ -222,6 +223,7 @@ def _small_lm_overrides(cache, steps=60, floor="null"):
             f"paths.cache_dir={cache}"]
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_reduced_tiny_lm_trains_from_an_empty_cache_above_its_floor(tmp_path):
     """400 steps on 1-2 digit addition reach held-out accuracy ~0.65 (the full default,
     1200 steps on 1-12 digits, reaches >= 0.998 at every horizon for seeds 0, 1, 2); the
@@ -236,6 +238,7 @@ def test_reduced_tiny_lm_trains_from_an_empty_cache_above_its_floor(tmp_path):
     assert (tmp_path / "run" / "figures" / "budget_and_horizon.png").is_file()
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_a_corrupt_tiny_lm_entry_is_rebuilt(tmp_path):
     """A truncated weights file in a real tiny-lm entry is rebuilt to the same run (an
     interrupted build without its completion marker: tests/test_helpers.py; fresh caches

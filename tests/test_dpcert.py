@@ -59,6 +59,7 @@ def test_profile_route_matches_cohen_to_1e8_and_never_exceeds_it(sigma):
         assert closed - 1e-8 <= radius <= closed
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_radius_by_bisection_on_a_pld_profile():
     r = radius_by_bisection(0.9, 0.1, lambda R: profile_of(gaussian_pld(0.5, R, 1e-4)), 3.0,
                             iters=12)  # resolution 3 / 2^12 = 7e-4, inside the tolerance
@@ -115,6 +116,7 @@ def test_dpa_degenerate_case_equals_the_vote_certificate():
         assert best == dpa_vote_certificate(votes[a], votes[b], a < b)
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_certificate_monotonicity():
     def joint_radius(p_a, r, sigma):
         return radius_by_bisection(p_a, 1 - p_a, lambda R: profile_of(dpa_poisoning_pld(

@@ -21,6 +21,8 @@ from experiments.schemas.shared import Architecture, Workload
 
 from .conftest import ROOT, run_paper
 
+pytestmark = pytest.mark.slow  # real-model code paths, 10-40 s each: make test-slow
+
 
 def real_arch(name: str, folder: str = "conf/model") -> Architecture:
     block = OmegaConf.load(ROOT / folder / f"{name}.yaml").arch

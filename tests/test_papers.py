@@ -24,6 +24,7 @@ def test_smoke_run_writes_the_primary_metrics(key, smoke_run):
     assert list((run_dir / "figures").glob("*.png"))
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 @pytest.mark.parametrize("key", sorted(SMOKE))
 def test_a_second_run_from_an_empty_cache_repeats_the_metrics(key, smoke_run, tmp_path):
     first, _ = smoke_run(key)

@@ -248,6 +248,7 @@ def test_weights_must_match_the_objectives(tmp_path):
     assert "method.weights has 1 entries for 2 objectives" in failed["error"]
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_a_fasta_corpus_runs_through_the_same_protocol(run_dir, tmp_path):
     corpus = proteins.synthetic_corpus(300, np.random.default_rng(2), min_length=30,
                                        max_length=60)
@@ -354,6 +355,7 @@ def test_matched_rl_reaches_opds_gain_with_the_closest_designability():
     assert matched_rl([opd, closest_but_short])["kl_beta"] == 5.0  # none reaches: closest
 
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_three_objectives_run_without_a_teacher_weight_front(tmp_path):
     three = ["protocol.objectives=[thermostability,stability,charge]",
              "method.weights=[0.34,0.33,0.33]"]

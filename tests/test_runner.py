@@ -474,6 +474,7 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers(tmp_path):
 
 # -- sweeps -------------------------------------------------------------------------------
 
+@pytest.mark.slow  # over 10 s: make test-slow
 def test_multirun_with_joblib_writes_jobs_and_summary(tmp_path):
     sweep = tmp_path / "sweep"
     proc = _cli("-m", *DITHERQ_SMOKE, "method.bits=1,2,3", "seed=0,1",
