@@ -90,3 +90,13 @@ def smoke_run(tmp_path_factory):
         return _SMOKE_RUNS[key]
 
     return run
+
+
+def model_arch(name: str, folder: str = "conf/model"):
+    """The ``arch`` block of a model file, typed (the facts make plan builds from)."""
+    from omegaconf import OmegaConf
+
+    from experiments.schemas.shared import Architecture
+
+    block = OmegaConf.load(ROOT / folder / f"{name}.yaml").arch
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Architecture), block))

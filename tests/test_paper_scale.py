@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from experiments.plan.estimate import GIB, GPUS, Setup, estimate, hf_config
 from experiments.runner.cli import scale_override
 from experiments.schemas.shared import Architecture, Workload
 
-from .conftest import ROOT, run_paper
+from .conftest import ROOT, model_arch, run_paper
 
 pytestmark = pytest.mark.slow  # real-model code paths, 10-40 s each: make test-slow
-
-
-def real_arch(name: str, folder: str = "conf/model") -> Architecture:
-    block = OmegaConf.load(ROOT / folder / f"{name}.yaml").arch
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Architecture), block))
 
 
 def shrunk(arch: Architecture, vocab: int) -> Architecture:
@@ -57,7 +51,7 @@ def tiny(tokenizer, tmp_path_factory):
 
     def build(name: str, folder: str = "conf/model") -> Path:
         if name not in made:
-            arch = shrunk(real_arch(name, folder), len(tokenizer))
+            arch = shrunk(model_arch(name, folder), len(tokenizer))
             config = hf_config(arch)
             config.pad_token_id = config.eos_token_id = tokenizer.eos_token_id
             torch.manual_seed(0)
@@ -168,7 +162,7 @@ def test_real_size_qwen3_steps_within_the_plan(name):
     tokens/s printed beside make plan's estimate (and memory within 30% of it)."""
     import transformers
 
-    arch = real_arch(name)
+    arch = model_arch(name)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(hf_config(arch)).to(
         "cuda", torch.bfloat16)

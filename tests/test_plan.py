@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from experiments.plan.__main__ import compose, main, table
 from experiments.plan.estimate import (
@@ -25,12 +24,9 @@ from experiments.plan.estimate import (
 from experiments.runner.registry import known_papers
 from experiments.schemas.shared import Architecture, Workload
 
+from .conftest import model_arch
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def arch_of(name: str) -> Architecture:
-    block = OmegaConf.load(ROOT / "conf" / "model" / f"{name}.yaml").arch
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Architecture), block))
 
 
 # (model file, published count, embeddings excluded?) from the Qwen3 technical report
@@ -44,7 +40,7 @@ PUBLISHED = [("qwen3-0.6b", 0.44e9, True), ("qwen3-1.7b", 1.4e9, True),
 
 @pytest.mark.parametrize("name,published,non_embedding", PUBLISHED)
 def test_parameter_counts_match_the_published_figures(name, published, non_embedding):
-    arch = arch_of(name)
+    arch = model_arch(name)
     count = parameter_count(arch)
     if non_embedding:
         count -= arch.vocab * arch.hidden * (1 if arch.tied_embeddings else 2)
@@ -203,7 +199,7 @@ def test_an_unknown_gpu_or_scale_is_one_line(capsys):
 
 
 def test_memory_scales_down_with_sharding():
-    arch = arch_of("qwen3-4b")
+    arch = model_arch("qwen3-4b")
     work = _work(micro_batch=1, seq_len=1024, checkpointing=True)
     one = estimate("m", arch, work, Setup(GPUS["h100-80gb"], 1, "bf16_true", "none"))
     eight = estimate("m", arch, work, Setup(GPUS["h100-80gb"], 8, "bf16_true", "fsdp"))

@@ -86,22 +86,34 @@ def hf_config(arch):
 
 
 def parameter_count(arch) -> int:
-    """Parameters of the architecture, counted on the meta device (no memory used)."""
+    """Parameters of the architecture, counted on the meta device (no memory used); once
+    per shape (a plan's remedies re-estimate the same models)."""
     if str(arch.family) == "other":
         return int(arch.parameters)
-    import torch
-    import transformers
+    shape = dataclasses.astuple(arch)
+    if shape not in _COUNTS:
+        import torch
+        import transformers
 
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(hf_config(arch))
-    return sum(p.numel() for p in model.parameters())
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(hf_config(arch))
+        _COUNTS[shape] = sum(p.numel() for p in model.parameters())
+    return _COUNTS[shape]
+
+
+_COUNTS: dict[tuple, int] = {}
+
+
+def attention_widths(arch) -> tuple[int, int]:
+    """(q, kv): the widths of the query and of each of the key and value projections."""
+    head_dim = arch.head_dim or arch.hidden // arch.heads
+    return arch.heads * head_dim, (arch.kv_heads or arch.heads) * head_dim
 
 
 def lora_parameters(arch, rank: int) -> int:
     """Adapter parameters of rank ``rank`` on every attention and MLP matrix of every layer:
     ``rank * (inputs + outputs)`` per matrix."""
-    h, d = arch.hidden, arch.head_dim or arch.hidden // arch.heads
-    q, kv = arch.heads * d, (arch.kv_heads or arch.heads) * d
+    h, (q, kv) = arch.hidden, attention_widths(arch)
     matrices = [(h, q), (h, kv), (h, kv), (q, h)]
     matrices += ([(h, arch.intermediate), (arch.intermediate, h)] if str(arch.family) == "gpt2"
                  else [(h, arch.intermediate)] * 2 + [(arch.intermediate, h)])
@@ -113,8 +125,7 @@ def activation_values(arch) -> int:
     the two norms' inputs (2h), the attention's shared input (h), q, k, v and its output and
     the output projection's input (3q + 2kv), the MLP's input (h) and hidden values (gate,
     up, their product and the activation: 4i; GELU MLPs 2i)."""
-    h, d = arch.hidden, arch.head_dim or arch.hidden // arch.heads
-    q, kv = arch.heads * d, (arch.kv_heads or arch.heads) * d
+    h, (q, kv) = arch.hidden, attention_widths(arch)
     mlp = 2 * arch.intermediate if str(arch.family) == "gpt2" else 4 * arch.intermediate
     return 4 * h + 3 * q + 2 * kv + mlp
 
@@ -159,24 +170,21 @@ def estimate(name: str, arch, work, setup: Setup) -> Estimate:
               "gradients": trainable * grad_b / shards,
               "optimizer": trainable * adam_b / shards}
     tokens = work.micro_batch * work.seq_len
-    if role in ("train", "lora") and arch.vocab:
+    if role in ("train", "lora"):
         per_layer = (arch.hidden if work.checkpointing else activation_values(arch)) * act_b
         one_layer = activation_values(arch) * act_b if work.checkpointing else 0
         memory["activations"] = tokens * (arch.layers * per_layer + one_layer)
-    elif role in ("train", "lora"):
-        memory["activations"] = tokens * arch.layers * activation_values(arch) * act_b
     if arch.vocab and role != "generate":  # logits, and their fp32 log-softmax
         memory["logits"] = tokens * arch.vocab * (act_b + 4)
+    q, kv = attention_widths(arch)
     if work.new_tokens and arch.vocab:
-        kv = 2 * arch.layers * (arch.kv_heads or arch.heads) * (
-            arch.head_dim or arch.hidden // arch.heads)
-        memory["kv_cache"] = work.micro_batch * (work.seq_len + work.new_tokens) * kv * act_b
+        memory["kv_cache"] = (work.micro_batch * (work.seq_len + work.new_tokens)
+                              * 2 * arch.layers * kv * act_b)
     gpu = setup.gpu
     flops_per_token = {"train": 8 if work.checkpointing else 6, "lora": 4}.get(role, 2)
     compute = gpu.bf16_tflops * 1e12 * TRAIN_UTILISATION * setup.gpus
     seconds = 0.0
     if role != "generate":  # weights, and attention over the sequence (causal: half of it)
-        q = arch.heads * (arch.head_dim or arch.hidden // arch.heads)
         attention = (2 if arch.vocab else 4) * arch.layers * work.seq_len * q
         seconds += (work.steps * flops_per_token / 2 * (2 * params + attention)
                     * work.batch * work.seq_len / compute)

@@ -87,8 +87,8 @@ def scale_override(argv: list[str], keys: list[str]) -> list[str]:
     command line still wins). Presets are per paper, so one paper and one scale a run."""
     out = []
     for arg in argv:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") != "scale" or not _:
+        key, equals, value = arg.partition("=")
+        if key.lstrip("+") != "scale" or not equals:
             out.append(arg)
             continue
         if _is_swept(value):
