@@ -1,8 +1,9 @@
 """The ``scale=paper`` presets of the papers that name hub models, run end to end on CPU:
 each model replaced by a tiny random-weight model of the same architecture (Qwen3: grouped
 query attention, q/k norms, tied or untied embeddings as the real one; Qwen2; GPT-2) with the
-packaged SmolLM2 tokenizer, hub datasets by a local folder of the same layout, sizes shrunk
-to seconds. The preset's own settings (models, precision, hooks, generation, training)
+packaged SmolLM2 tokenizer; the vision papers' backbones (Wan's pipeline, DINOv2, ViT)
+tiny of the same classes; hub datasets and release folders by local folders of the same
+layout; sizes shrunk to seconds. The preset's own settings (models, precision, hooks, generation, training)
 stay. ``-m gpu``: the real sizes on CUDA (``make gpu-smoke``)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from experiments.runner.cli import scale_override
 from experiments.schemas.shared import Architecture, Workload
 
 from .conftest import ROOT, model_arch, run_paper
+from .miniatures import tiny_wan_pipeline, write_nsd, write_reid_datasets
 
 pytestmark = pytest.mark.slow  # real-model code paths, 10-40 s each: make test-slow
 
@@ -150,6 +152,59 @@ def test_proteinopd_preset_distils_a_gpt2_student(tiny, tmp_path):
         "protocol.pareto_weights=[0.5]", "method.sequences_per_step=2",
         "protocol.objectives=[thermostability,stability]"], tmp_path)
     assert metrics
+
+
+def test_proprio_preset_self_selects_with_a_wan_pipeline(tmp_path):
+    """Wan's pipeline classes (UMT5 text encoder, 3D transformer, causal VAE) in bf16."""
+    tiny_wan_pipeline().save_pretrained(tmp_path / "wan")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a ball falls\na ball bounces\n")
+    metrics = run_preset("proprio", [
+        f"model.hub_id={tmp_path / 'wan'}", f"dataset.prompts_file={prompts}",
+        "protocol.video.samples_per_prompt=2", "protocol.video.num_frames=5",
+        "protocol.video.height=32", "protocol.video.width=32",
+        "protocol.video.num_inference_steps=2"], tmp_path)
+    assert metrics["prompts"] == 2 and metrics["samples_per_prompt"] == 2
+
+
+def test_protofmri_preset_reads_nsd_through_a_dinov2(tmp_path):
+    """A DINOv2 (its processor class, register-free, 14-pixel patches) on the NSD layout."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    write_nsd(tmp_path / "nsd")
+    torch.manual_seed(0)
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             mlp_ratio=2, patch_size=14, image_size=56)).save_pretrained(
+        tmp_path / "dinov2")
+    BitImageProcessor(size={"shortest_edge": 64}, crop_size={"height": 56, "width": 56},
+                      image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]
+                      ).save_pretrained(tmp_path / "dinov2")
+    metrics = run_preset("protofmri", [
+        f"dataset.root={tmp_path / 'nsd'}", "dataset.sessions=2", "dataset.image_size=48",
+        f"method.backbone={tmp_path / 'dinov2'}", "method.prototypes=8",
+        "method.candidates=20"], tmp_path)
+    assert metrics["test_images"] == 60 and 0 < metrics["noise_ceiling_mean"] <= 1
+
+
+def test_viptc_preset_runs_the_three_benchmarks_through_a_vit(tmp_path):
+    """A ViT by folder (class token, position embeddings interpolated to the person crop) on
+    RegDB, SYSU-MM01 and LLCM in their release layouts."""
+    from transformers import ViTConfig, ViTModel
+
+    write_reid_datasets(tmp_path / "reid")
+    torch.manual_seed(0)
+    ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=24, num_hidden_layers=1,
+                       num_attention_heads=2, intermediate_size=32)).save_pretrained(
+        tmp_path / "vit")
+    metrics = run_preset("viptc", [
+        f"dataset.regdb_root={tmp_path / 'reid/RegDB'}",
+        f"dataset.sysu_root={tmp_path / 'reid/SYSU'}",
+        f"dataset.llcm_root={tmp_path / 'reid/LLCM'}", "dataset.height=32", "dataset.width=16",
+        "dataset.max_images_per_id=2", f"method.backbone={tmp_path / 'vit'}",
+        "protocol.epochs=1", "protocol.arms=[finetune,sptc]", "protocol.ids_per_batch=2",
+        "protocol.per_modality=2"], tmp_path)
+    assert metrics["exemplars_stored"] == 0 and torch.isfinite(
+        torch.tensor(metrics["forgetting_sptc"]))
 
 
 # -- on a GPU: the real sizes ------------------------------------------------------------

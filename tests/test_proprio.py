@@ -34,6 +34,7 @@ from methods.proprio.score import (
 )
 
 from .conftest import run_failing, run_paper
+from .miniatures import tiny_wan_pipeline
 from .smoke import SMOKE
 
 MU, SD = 0.3, 0.7  # Gaussian data x0 ~ N(MU, SD^2) per pixel
@@ -234,43 +235,10 @@ def test_missing_physics_iq_folders_fail_with_one_line(tmp_path):
     assert code == 2 and "not found" in failed["error"]
 
 
-def _tiny_wan_pipeline():
-    """A randomly initialised Wan text-to-video pipeline small enough for a CPU test."""
-    from diffusers import (
-        AutoencoderKLWan,
-        FlowMatchEulerDiscreteScheduler,
-        WanPipeline,
-        WanTransformer3DModel,
-    )
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import Whitespace
-    from transformers import PreTrainedTokenizerFast, UMT5Config, UMT5EncoderModel
-
-    torch.manual_seed(0)
-    words = ["<pad>", "<unk>", "</s>", "a", "ball", "falls", "bounces", "rolls"]
-    tokenizer = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = Whitespace()
-    return WanPipeline(
-        tokenizer=PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
-                                          eos_token="</s>", unk_token="<unk>"),
-        text_encoder=UMT5EncoderModel(UMT5Config(
-            vocab_size=len(words), d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2,
-            relative_attention_num_buckets=8)),
-        transformer=WanTransformer3DModel(
-            patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=4,
-            out_channels=4, text_dim=16, freq_dim=32, ffn_dim=32, num_layers=1,
-            rope_max_seq_len=32),
-        vae=AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                             latents_mean=[0.1, -0.2, 0.3, 0.0],
-                             latents_std=[1.5, 0.5, 2.0, 1.0]),
-        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0))
-
-
 def test_wan_self_score_is_the_residual_of_its_transformer():
     from methods.proprio.wan import WanSelfScorer, latent_mask
 
-    pipe = _tiny_wan_pipeline()
+    pipe = tiny_wan_pipeline()
     opts = ScoreOptions(sigmas=(0.3, 0.7), perturbations=2, beta=0.0, mask=False)
     scorer = WanSelfScorer(pipe, opts, seed=3)
     out = scorer.best_of_n("a ball falls", 3, torch.Generator().manual_seed(0), num_frames=5,
@@ -316,7 +284,7 @@ def _check_self_selection(run_dir, metrics):
 
 
 def test_wan_path_runs_from_a_local_pipeline_and_fails_offline_with_one_line(tmp_path):
-    _tiny_wan_pipeline().save_pretrained(tmp_path / "wan")
+    tiny_wan_pipeline().save_pretrained(tmp_path / "wan")
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("a ball falls\na ball bounces\n")
     run_dir = tmp_path / "run"

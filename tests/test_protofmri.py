@@ -36,6 +36,7 @@ from methods.protofmri import (
 from methods.protofmri.model import gaussian_pools
 
 from .conftest import run_failing, run_paper
+from .miniatures import write_nsd
 
 
 def _tokens(n=40, seed=0):
@@ -296,52 +297,12 @@ def test_algonauts_layout_loads_and_runs(tmp_path):
     assert "subject 1 not found" in failed["error"]
 
 
-def _write_nsd(root, images=400, seed=0):
-    """A raw NSD release in miniature: 2 sessions of 750 trials showing 400 images (most
-    repeated three times), a 4 x 5 x 3 volume with an ROI, session 1's betas as NIfTI and
-    session 2's as int16 HDF5 (the release's transposed layout, scale 300), and 48 x 48
-    stimuli of coloured quadrants; voxels respond linearly to the quadrant colours."""
-    import h5py
-    import nibabel
-    from scipy.io import savemat
-
-    rng = np.random.default_rng(seed)
-    (root / "nsddata/experiments/nsd").mkdir(parents=True)
-    positions = np.concatenate([rng.permutation(images) for _ in range(4)])[:1500]
-    subjectim = np.stack([rng.permutation(1000)[:images] + 1 for _ in range(8)])
-    savemat(root / "nsddata/experiments/nsd/nsd_expdesign.mat",
-            {"masterordering": positions[None] + 1, "subjectim": subjectim,
-             "sharedix": np.sort(subjectim[0, :60])[None]})
-    roi = np.zeros((4, 5, 3), dtype=np.int16)
-    roi[rng.random((4, 5, 3)) < 0.6] = 1
-    (root / "nsddata/ppdata/subj01/func1pt8mm/roi").mkdir(parents=True)
-    nibabel.save(nibabel.Nifti1Image(roi, np.eye(4)),
-                 root / "nsddata/ppdata/subj01/func1pt8mm/roi/nsdgeneral.nii.gz")
-    colours = rng.random((1000, 12))
-    weights = rng.normal(size=(12, 4, 5, 3))
-    betas = np.einsum("tc,cxyz->xyzt", colours[subjectim[0, positions] - 1], weights)
-    betas += 0.5 * rng.normal(size=betas.shape)
-    folder = root / "nsddata_betas/ppdata/subj01/func1pt8mm/betas_fithrf_GLMdenoise_RR"
-    folder.mkdir(parents=True)
-    nibabel.save(nibabel.Nifti1Image(betas[..., :750].astype(np.float32), np.eye(4)),
-                 folder / "betas_session01.nii.gz")
-    with h5py.File(folder / "betas_session02.hdf5", "w") as f:
-        f["betas"] = np.round(300 * betas[..., 750:]).astype(np.int16).transpose(3, 2, 1, 0)
-    pixels = np.zeros((1000, 48, 48, 3), dtype=np.uint8)
-    for q, (r, c) in enumerate([(0, 0), (0, 24), (24, 0), (24, 24)]):
-        pixels[:, r:r + 24, c:c + 24] = (255 * colours[:, None, None, 3 * q:3 * q + 3])
-    (root / "nsddata_stimuli/stimuli/nsd").mkdir(parents=True)
-    with h5py.File(root / "nsddata_stimuli/stimuli/nsd/nsd_stimuli.hdf5", "w") as f:
-        f["imgBrick"] = pixels
-    return subjectim[0], positions, roi, betas, colours
-
-
 def test_nsd_layout_groups_repeats_and_runs(tmp_path):
     import nibabel
 
     from data.nsd import load_nsd
 
-    ids, positions, roi, betas, colours = _write_nsd(tmp_path / "nsd")
+    ids, positions, roi, betas, colours = write_nsd(tmp_path / "nsd")
     subject = load_nsd(str(tmp_path / "nsd"), 1, 2, "nsdgeneral", 64)
     trial_ids = ids[positions] - 1
     first = trial_ids[np.sort(np.unique(trial_ids, return_index=True)[1])]

@@ -23,6 +23,7 @@ from methods.viptc import (
 )
 
 from .conftest import run_failing, run_paper
+from .miniatures import write_reid_datasets
 
 
 def test_map_and_rank1_match_scikit_learn_per_query():
@@ -253,55 +254,12 @@ def test_missing_real_dataset_is_one_clear_error(tmp_path):
     assert "RegDB" in failed["error"] and "\n" not in failed["error"]
 
 
-def _write_reid_datasets(root, ids=4, per_id=3):
-    """RegDB, SYSU-MM01 and LLCM in miniature, in their release layouts: each identity a
-    flat colour (RGB) or grey level (IR) with noise."""
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-
-    def image(path, pid, infrared):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        level = (40 + 50 * pid) % 255
-        pixels = np.full((32, 16, 3), [level, 255 - level, (7 * level) % 255], dtype=float)
-        if infrared:
-            pixels[:] = pixels.mean(-1, keepdims=True)
-        pixels += rng.normal(0, 8, pixels.shape)
-        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path)
-
-    def listed(dataset, index, entries, infrared):
-        """Images of (relative path, identity, label) entries and their "path label" list."""
-        for rel, pid, _ in entries:
-            image(root / dataset / rel, pid, infrared)
-        (root / dataset / "idx").mkdir(parents=True, exist_ok=True)
-        (root / dataset / "idx" / index).write_text(
-            "".join(f"{rel} {label}\n" for rel, _, label in entries))
-
-    for split, pids in (("train", range(ids)), ("test", range(ids, 2 * ids))):
-        for mod, name in (("Visible", "visible"), ("Thermal", "thermal")):
-            listed("RegDB", f"{split}_{name}_1.txt",
-                   [(f"{mod}/{pid}/img{k}.bmp", pid, pid - pids.start) for pid in pids
-                    for k in range(per_id)], mod == "Thermal")
-        for mod in ("vis", "nir"):
-            listed("LLCM", f"{split}_{mod}.txt",
-                   [(f"{mod}/{pid:04d}/{pid:04d}_c0{1 + k % 2}_s1{k}_f2_{mod}.jpg", pid, pid)
-                    for pid in pids for k in range(per_id)], mod == "nir")
-    (root / "SYSU/exp").mkdir(parents=True)
-    (root / "SYSU/exp/train_id.txt").write_text(",".join(str(p + 1) for p in range(ids)))
-    (root / "SYSU/exp/test_id.txt").write_text(",".join(str(p + 1) for p in range(ids, 2 * ids)))
-    for pid in range(1, 2 * ids + 1):
-        for cam in range(1, 7):
-            for k in range(per_id):
-                image(root / "SYSU" / f"cam{cam}" / f"{pid:04d}" / f"{k:04d}.jpg", pid,
-                      cam in (3, 6))
-
-
 def test_real_dataset_layouts_load_and_run_as_one_stream(tmp_path):
     from omegaconf import OmegaConf
 
     from data.reid_stream import llcm_stream, reid_stream
 
-    _write_reid_datasets(tmp_path)
+    write_reid_datasets(tmp_path)
     task = llcm_stream(str(tmp_path / "LLCM"), 32, 16, max_images_per_id=2)[0]
     assert task.train.images.shape == (4 * 2 * 2, 3, 32, 16)
     assert sorted(set(task.train.cams.tolist())) == [1, 2]
