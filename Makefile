@@ -73,7 +73,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n :
 test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn); prints the ten slowest
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 $(ARGS)
 
-test-slow: install  ## tests over about 10 s (SmolLM2 and real-architecture runs, launchers, DDP)
+test-slow: install  ## tests over about 5 s (SmolLM2 and real-architecture runs, launchers, repeats, DDP)
 	$(TEST_ENV) $(PY) -m pytest -q -m "slow and not gpu" -n $(TEST_WORKERS) --dist worksteal \
 		--durations=10 $(ARGS)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from common.kernels import pin_cpu_kernels  # noqa: E402
 
 pin_cpu_kernels()
 _TMP = tempfile.mkdtemp(prefix="paperlab-tests-")
+atexit.register(shutil.rmtree, _TMP, True)
 for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
                    "WANDB_SILENT": "true", "WANDB_DIR": _TMP, "HF_HOME": _TMP,
                    "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}.items():
@@ -72,22 +75,28 @@ def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
 
 
-_SMOKE_RUNS: dict[str, tuple[dict, Path]] = {}
-
-
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, worker_id):
     """``smoke_run(key)``: the paper's smoke configuration (tests/smoke.py) run once per test
-    session from an empty cache; returns its metrics and run folder (read them, don't write)."""
+    run from an empty cache, shared by the xdist workers (the first to ask runs it while
+    the others wait on its lock); returns its metrics and run folder (read them, don't
+    write), whose sibling ``cache`` holds what the run built (tests of other settings may
+    reuse it: a cache entry is published by an atomic rename)."""
+    from filelock import FileLock
+
     from .smoke import SMOKE
 
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent  # the base folder of this run's workers
+
     def run(key: str) -> tuple[dict, Path]:
-        if key not in _SMOKE_RUNS:
-            root = tmp_path_factory.mktemp(f"smoke-{key}")
-            metrics = run_paper([*SMOKE[key], f"paths.cache_dir={root / 'cache'}"],
-                                root / "run")
-            _SMOKE_RUNS[key] = (metrics, root / "run")
-        return _SMOKE_RUNS[key]
+        root = shared / f"smoke-{key}"
+        with FileLock(f"{root}.lock"):
+            if not (root / "run" / "metrics.json").is_file():
+                shutil.rmtree(root, ignore_errors=True)  # a run that failed halfway
+                run_paper([*SMOKE[key], f"paths.cache_dir={root / 'cache'}"], root / "run")
+        return json.loads((root / "run" / "metrics.json").read_text()), root / "run"
 
     return run
 

@@ -164,7 +164,7 @@ def _complexes(n=6, seed=0):
 
 
 def test_generator_splits_hold_out_families_and_attachment_sites():
-    bench = _complexes(40)
+    bench = _complexes(16)
     held = set(bench.held_out_motifs)
     assert all(not (motifs(cx.glycan) & held) for cx in bench.train)
     assert all(motifs(cx.glycan) & held for cx in bench.test["glycan"])
@@ -270,7 +270,7 @@ def test_references_are_clash_free_where_independent_draws_overlap():
     for _ in range(20):
         ligand, _ = physical_ligand(glycan, 0.6, rng)
         assert internal_clashes(ligand, builder.elements, pairs) == 0
-    bench = _complexes(40)
+    bench = _complexes(16)
     for cx in bench.train + bench.test["glycan"]:
         native = evaluate_pose(complex_topology(cx), cx.protein_xyz, cx.ligand_xyz,
                                cx.protein_xyz, cx.ligand_xyz)

@@ -243,7 +243,7 @@ def test_sft_examples_learn_only_the_response():
     assert data["attention_mask"][1] == [1, 1, 1, 1, 0]
 
 
-# -- short post-training runs on addition -----------------------------------------------------
+# -- short post-training runs on addition (make test-slow: the model trains for 14 s) -------
 
 @pytest.fixture(scope="module")
 def addition_lm():
@@ -280,6 +280,7 @@ def _mean_reward(model, tasks, rollout, samples=8):
                           zip(repeated, out.completions(), strict=True)]))
 
 
+@pytest.mark.slow  # its trained model takes 14 s: make test-slow
 def test_one_grpo_step_moves_probability_towards_rewarded_completions(addition_lm):
     import copy
 
@@ -331,6 +332,7 @@ def test_grpo_improves_the_exact_verifier_reward(addition_lm):
     assert after > before + 0.05, (before, after)
 
 
+@pytest.mark.slow  # its trained model takes 14 s: make test-slow
 def test_opd_reduces_the_reverse_kl_to_the_teacher(addition_lm):
     from data.arithmetic import EOS, VOCAB_SIZE
     from models.lm.post_training import OPDConfig, OPDModule, RolloutConfig, post_train

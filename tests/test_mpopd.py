@@ -244,9 +244,9 @@ def test_repetition_rate_counts_repeated_four_grams():
     assert repetition_rate([1, 2]) == 0.0
 
 
-def _small(tmp_path, steps=3):
+def _small(cache, steps=3):
     keep = [o for o in SMOKE["mpopd"] if not o.startswith(("protocol.steps", "method.anneal"))]
-    return [*keep, f"protocol.steps={steps}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    return [*keep, f"protocol.steps={steps}", f"paths.cache_dir={cache}"]
 
 
 def test_mpopd_smoke_run(smoke_run):
@@ -307,20 +307,22 @@ def test_training_sequences_fill_the_model_context(verbose, loop_until):
         assert longest == loop_until
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_long_answer_run_and_its_length_check(run_dir, tmp_path):
     long = ["dataset.verbose=true", "dataset.student_loops_to_limit=true",
             "dataset.min_digits=2", "method.max_new_tokens=12"]
-    metrics = run_paper([*_small(tmp_path, steps=2), *long, "protocol.variants=[opd]"],
+    metrics = run_paper([*_small(tmp_path / "cache", steps=2), *long, "protocol.variants=[opd]"],
                         run_dir)
     for name in ("teacher", "student_start", "opd"):
         assert 1 <= metrics[f"length_{name}"] <= 12
-    _, failed = run_failing([*_small(tmp_path), *long[:-1], "method.max_new_tokens=8"],
+    _, failed = run_failing([*_small(tmp_path / "cache"), *long[:-1], "method.max_new_tokens=8"],
                             tmp_path / "short")
     assert "9 tokens" in failed["error"]
 
 
-def test_sampled_objective_without_importance_weights_runs(run_dir, tmp_path):
-    metrics = run_paper(_small(tmp_path, steps=2)
+def test_sampled_objective_without_importance_weights_runs(smoke_run, run_dir):
+    _, smoke_dir = smoke_run("mpopd")  # its teacher and student, from the smoke run's cache
+    metrics = run_paper(_small(smoke_dir.parent / "cache", steps=2)
                         + ["method.objective=sampled", "method.importance_clip=null",
                            "protocol.variants=[mpopd]"], run_dir)
     assert "acc_mpopd" in metrics and "acc_opd" not in metrics

@@ -3,8 +3,8 @@ each model replaced by a tiny random-weight model of the same architecture (Qwen
 query attention, q/k norms, tied or untied embeddings as the real one; Qwen2; GPT-2) with the
 packaged SmolLM2 tokenizer; the vision papers' backbones (Wan's pipeline, DINOv2, ViT)
 tiny of the same classes; hub datasets and release folders by local folders of the same
-layout; sizes shrunk to seconds. The preset's own settings (models, precision, hooks, generation, training)
-stay. ``-m gpu``: the real sizes on CUDA (``make gpu-smoke``)."""
+layout; sizes shrunk to seconds. The preset's own settings (models, precision, hooks,
+generation, training) stay. ``-m gpu``: the real sizes on CUDA (``make gpu-smoke``)."""
 
 from __future__ import annotations
 

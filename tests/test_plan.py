@@ -154,6 +154,7 @@ def h100_table() -> str:
     return table("h100-80gb")
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_every_paper_has_a_paper_scale_preset_and_a_plan():
     text = h100_table()
     for key in known_papers():
@@ -162,6 +163,7 @@ def test_every_paper_has_a_paper_scale_preset_and_a_plan():
     assert "| mpopd | 8 x h100-80gb |" in text and "qwen3-4b-base (train, 4.02B)" in text
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_the_scale_table_in_the_docs_is_generated():
     doc = (ROOT / "docs" / "paper_scale.md").read_text()
     assert h100_table() in doc, "regenerate it: make plan-docs"

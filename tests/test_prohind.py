@@ -269,12 +269,11 @@ def test_multiplicative_ph_pushes_an_uninformative_confidence_token_down():
 
 @pytest.mark.parametrize("predictor", ["token", "expected", "yes_probability", "head"])
 def test_prohind_smoke_run(smoke_run, tmp_path, predictor):
-    if predictor == "token":  # the smoke configuration (tests/smoke.py)
-        metrics, run_dir = smoke_run("prohind")
-    else:
-        run_dir = tmp_path / "run"
+    metrics, run_dir = smoke_run("prohind")  # the smoke configuration: predictor=token
+    if predictor != "token":  # the same base model, from the smoke run's cache
         metrics = run_paper([*SMOKE["prohind"], f"method.predictor={predictor}",
-                             f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+                             f"paths.cache_dir={run_dir.parent / 'cache'}"], tmp_path / "run")
+        run_dir = tmp_path / "run"
     with open(run_dir / "tables" / "calibration.csv") as f:
         rows = {(r["regime"], r["variant"]): r for r in csv.DictReader(f)}
     for regime, suffix in (("single", ""), ("multi", "_multi")):
@@ -289,13 +288,11 @@ def test_prohind_smoke_run(smoke_run, tmp_path, predictor):
 
 
 @pytest.mark.parametrize("method", ["ph_opd", "ph_grpo_opd"])
-def test_prohind_on_distillation_smoke_run(run_dir, tmp_path, method):
-    metrics = run_paper(["+paper=prohind", f"method={method}", "dataset.train_examples=1000",
-                         "dataset.digits=[1,2]", "model.steps=40",
-                         "model.min_held_out_accuracy=null", "protocol.steps=2",
-                         "protocol.lambdas=[1.0]", "protocol.eval_prompts=8",
-                         "method.prompts_per_step=2", "method.group_size=2",
-                         f"paths.cache_dir={tmp_path / 'cache'}"], run_dir)
+def test_prohind_on_distillation_smoke_run(smoke_run, run_dir, method):
+    _, smoke_dir = smoke_run("prohind")  # its student, from the smoke run's cache
+    metrics = run_paper([*SMOKE["prohind"], f"method={method}", "protocol.steps=2",
+                         "protocol.eval_prompts=8", "method.group_size=2",
+                         f"paths.cache_dir={smoke_dir.parent / 'cache'}"], run_dir)
     assert {"ece_grpo", "ece_ph", "acc_grpo", "acc_ph"} <= set(metrics)
     import csv
 

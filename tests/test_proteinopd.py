@@ -289,6 +289,7 @@ def test_tokenizer_alphabet_round_trips_and_cuts_at_eos(tmp_path):
     assert alphabet.decode(alphabet.encode("MKVL") + [20, 3]) == "MKVL"
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_a_hub_format_protein_lm_runs_through_the_same_protocol(run_dir, tmp_path):
     _hub_format_protein_lm(tmp_path / "lm")
     corpus = proteins.synthetic_corpus(200, np.random.default_rng(3), min_length=30,

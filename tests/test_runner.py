@@ -100,17 +100,17 @@ def test_every_named_sweep_composes_and_sweeps_real_keys(paper, sweep):
     params = cfg.hydra.sweeper.params
     assert params, f"{paper}/{sweep} sweeps nothing"
     parser = OverridesParser.create()
+    first_job = []
     for key, values in params.items():
         override = parser.parse_override(f"{key}={values}")
         first = (next(iter(override.sweep_iterator())) if override.is_sweep_override()
                  else override.value())
         option = ("[" + ",".join(map(str, first)) + "]" if isinstance(first, list)
                   else str(first))
-        if key in ("method", "dataset", "model", "trainer"):
-            compose_config([f"+paper={paper}", f"{key}={option}"])
-        else:  # the swept key exists, and its first value composes
+        if key not in ("method", "dataset", "model", "trainer"):  # a setting: it exists
             assert OmegaConf.select(cfg, key, default="<absent>") != "<absent>", key
-            compose_config([f"+paper={paper}", f"{key}={option}"])
+        first_job.append(f"{key}={option}")
+    compose_config([f"+paper={paper}", *first_job])  # the sweep's first job composes
 
 
 @pytest.mark.parametrize("key", PAPER_FILES)
@@ -443,6 +443,7 @@ def test_sigterm_writes_failed_json_and_exits_143(tmp_path):
     assert "run failed: interrupted (SIGTERM)" in (run_dir / "run.log").read_text()
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_sigterm_to_a_joblib_sweep_stops_its_workers(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen([sys.executable, "run.py", "-m", "+paper=ditherq",
@@ -579,6 +580,7 @@ def test_sweep_figure_plots_the_first_metric_that_differs(tmp_path, monkeypatch)
     assert plotted == ["mse"]  # "stored" is the same everywhere
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_seed_only_sweep_has_a_summary_and_figure(tmp_path):
     sweep = tmp_path / "sweep"
     proc = _cli("-m", *DITHERQ_SMOKE, "seed=0,1", f"hydra.sweep.dir={sweep}", timeout=300)
@@ -587,6 +589,7 @@ def test_seed_only_sweep_has_a_summary_and_figure(tmp_path):
     assert (sweep / "summary.png").is_file()
 
 
+@pytest.mark.slow  # over 5 s: make test-slow
 def test_failed_sweep_job_keeps_the_others_and_ends_with_the_failures(tmp_path):
     sweep = tmp_path / "sweep"
     proc = _cli("-m", *DITHERQ_SMOKE, "method=turboquant,rabitq", "method.bits=2",

@@ -21,28 +21,16 @@ def compose(argv: list[str], stand_in_data: bool = False):
     """The typed config ``run.py`` would run with these arguments (nothing is written);
     ``stand_in_data``: a placeholder for each data folder the preset requires (a plan
     reads no data), else one line naming them."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    from experiments.runner.cli import (
-        CONF_DIR,
-        check_arguments,
-        check_composition,
-        scale_override,
-        search_path_override,
-    )
+    from experiments.runner.cli import check_arguments, check_composition, scale_override
     from experiments.schemas import register_schemas
 
     register_schemas()
     keys = check_arguments(argv)
-    argv = scale_override(argv, keys)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose("config", overrides=argv + search_path_override(keys))
-    missing = sorted(OmegaConf.missing_keys(cfg))
-    argv += [f"{key}=/path/to/data" for key in missing if stand_in_data]
-    check_composition(argv, keys)  # one line for a bad key or value, or missing data
-    for key in missing:
+    # one line for a bad key or value, or for missing data unless it is stood in for
+    cfg = check_composition(scale_override(argv, keys), keys, require_data=not stand_in_data)
+    for key in OmegaConf.missing_keys(cfg):
         OmegaConf.update(cfg, key, "/path/to/data")
     return OmegaConf.to_object(cfg)
 

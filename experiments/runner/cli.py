@@ -130,10 +130,11 @@ def check_arguments(argv: list[str]) -> list[str]:
     return keys
 
 
-def check_composition(argv: list[str], keys: list[str]) -> None:
+def check_composition(argv: list[str], keys: list[str], require_data: bool = True):
     """Compose the config once as Hydra will (the first value of each swept setting), so a
     key that does not exist or a value of the wrong type ends in one line naming it, with a
-    close match, instead of Hydra's message block. Needs the schemas registered."""
+    close match, instead of Hydra's message block; returns it. ``require_data``: a data
+    setting left ``???`` is one line too. Needs the schemas registered."""
     import dataclasses
 
     from hydra import compose, initialize_config_dir
@@ -167,9 +168,10 @@ def check_composition(argv: list[str], keys: list[str]) -> None:
             message += " " + " ".join(lines[1:3])
         raise UserError(message) from None
     missing = sorted(OmegaConf.missing_keys(cfg))
-    if missing:  # a data folder or file the setting needs and nothing can fetch by name
+    if missing and require_data:  # a data folder or file nothing can fetch by name
         raise UserError(f"set {', '.join(f'{k}=<path>' for k in missing)}: this setting reads "
                         "data that cannot be fetched by name")
+    return cfg
 
 
 def _sweep_params(argv: list[str], keys: list[str]) -> dict[str, str]:
