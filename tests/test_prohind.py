@@ -271,9 +271,9 @@ def test_multiplicative_ph_pushes_an_uninformative_confidence_token_down():
 def test_prohind_smoke_run(smoke_run, tmp_path, predictor):
     metrics, run_dir = smoke_run("prohind")  # the smoke configuration: predictor=token
     if predictor != "token":  # the same base model, from the smoke run's cache
+        cache, run_dir = run_dir.parent / "cache", tmp_path / "run"
         metrics = run_paper([*SMOKE["prohind"], f"method.predictor={predictor}",
-                             f"paths.cache_dir={run_dir.parent / 'cache'}"], tmp_path / "run")
-        run_dir = tmp_path / "run"
+                             f"paths.cache_dir={cache}"], run_dir)
     with open(run_dir / "tables" / "calibration.csv") as f:
         rows = {(r["regime"], r["variant"]): r for r in csv.DictReader(f)}
     for regime, suffix in (("single", ""), ("multi", "_multi")):
