@@ -15,12 +15,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.plan.estimate import GIB, GPUS, Setup, estimate, hf_config
+from experiments.plan.estimate import GIB, GPUS, Setup, estimate
 from experiments.runner.cli import scale_override
 from experiments.schemas.shared import Architecture, Workload
 
 from .conftest import ROOT, model_arch, run_paper
-from .miniatures import tiny_wan_pipeline, write_nsd, write_reid_datasets
+from .miniatures import (
+    random_causal_lm,
+    tiny_vit,
+    tiny_wan_pipeline,
+    write_nsd,
+    write_reid_datasets,
+)
 
 pytestmark = pytest.mark.slow  # real-model code paths, 10-40 s each: make test-slow
 
@@ -47,17 +53,13 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def tiny(tokenizer, tmp_path_factory):
     """``tiny(model file[, folder])``: a folder holding the tiny model of that architecture."""
-    import transformers
-
     made: dict[str, Path] = {}
 
     def build(name: str, folder: str = "conf/model") -> Path:
         if name not in made:
-            arch = shrunk(model_arch(name, folder), len(tokenizer))
-            config = hf_config(arch)
-            config.pad_token_id = config.eos_token_id = tokenizer.eos_token_id
-            torch.manual_seed(0)
-            model = transformers.AutoModelForCausalLM.from_config(config)
+            model = random_causal_lm(shrunk(model_arch(name, folder), len(tokenizer)),
+                                     pad_token_id=tokenizer.eos_token_id,
+                                     eos_token_id=tokenizer.eos_token_id)
             made[name] = tmp_path_factory.mktemp(name)
             model.save_pretrained(made[name])
             tokenizer.save_pretrained(made[name])
@@ -189,13 +191,8 @@ def test_protofmri_preset_reads_nsd_through_a_dinov2(tmp_path):
 def test_viptc_preset_runs_the_three_benchmarks_through_a_vit(tmp_path):
     """A ViT by folder (class token, position embeddings interpolated to the person crop) on
     RegDB, SYSU-MM01 and LLCM in their release layouts."""
-    from transformers import ViTConfig, ViTModel
-
     write_reid_datasets(tmp_path / "reid")
-    torch.manual_seed(0)
-    ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=24, num_hidden_layers=1,
-                       num_attention_heads=2, intermediate_size=32)).save_pretrained(
-        tmp_path / "vit")
+    tiny_vit().save_pretrained(tmp_path / "vit")
     metrics = run_preset("viptc", [
         f"dataset.regdb_root={tmp_path / 'reid/RegDB'}",
         f"dataset.sysu_root={tmp_path / 'reid/SYSU'}",
@@ -215,12 +212,8 @@ def test_real_size_qwen3_steps_within_the_plan(name):
     """Random-initialised weights of the real shape in bfloat16: three AdamW steps at
     micro-batch 2 x 1024 tokens with checkpointing, then 64 sampled tokens; peak memory and
     tokens/s printed beside make plan's estimate (and memory within 30% of it)."""
-    import transformers
-
     arch = model_arch(name)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(hf_config(arch)).to(
-        "cuda", torch.bfloat16)
+    model = random_causal_lm(arch).to("cuda", torch.bfloat16)
     model.gradient_checkpointing_enable()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     work = Workload(model="model", role="train", steps=3, batch=2, micro_batch=2,

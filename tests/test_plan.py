@@ -5,7 +5,6 @@ cannot fit."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,17 +16,14 @@ from experiments.plan.estimate import (
     Setup,
     activation_values,
     estimate,
-    hf_config,
     lora_parameters,
     parameter_count,
 )
 from experiments.runner.registry import known_papers
 from experiments.schemas.shared import Architecture, Workload
 
-from .conftest import model_arch
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from .conftest import ROOT, model_arch
+from .miniatures import random_causal_lm
 
 # (model file, published count, embeddings excluded?) from the Qwen3 technical report
 # (Table 1: 0.44B, 1.4B, 3.6B, 6.95B non-embedding), the Qwen2.5 report (7.61B), the Llama
@@ -52,13 +48,6 @@ TINY = Architecture(family="qwen3", layers=2, hidden=64, heads=4, kv_heads=2, he
                     source="test")
 
 
-def tiny_model(arch: Architecture, dtype=torch.float32):
-    import transformers
-
-    torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(hf_config(arch)).to(dtype)
-
-
 def _setup(precision: str) -> Setup:
     return Setup(GPUS["h100-80gb"], 1, precision, "none")
 
@@ -71,13 +60,13 @@ def _work(role="train", micro_batch=2, seq_len=48, **kw) -> Workload:
 @pytest.mark.parametrize("family", ["qwen3", "llama", "gpt2"])
 def test_meta_device_count_equals_a_built_model(family):
     arch = Architecture(**{**vars(TINY), "family": family})
-    assert parameter_count(arch) == sum(p.numel() for p in tiny_model(arch).parameters())
+    assert parameter_count(arch) == sum(p.numel() for p in random_causal_lm(arch).parameters())
 
 
 @pytest.mark.parametrize("precision,dtype", [("bf16_true", torch.bfloat16),
                                              ("fp32", torch.float32)])
 def test_weights_gradients_and_adam_state_equal_the_tensors_after_a_step(precision, dtype):
-    model = tiny_model(TINY, dtype)
+    model = random_causal_lm(TINY).to(dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, TINY.vocab, (2, 16))
     model(input_ids=ids, labels=ids).loss.backward()
@@ -93,7 +82,7 @@ def test_weights_gradients_and_adam_state_equal_the_tensors_after_a_step(precisi
 def test_lora_trainable_parameters_equal_peft():
     import peft
 
-    model = tiny_model(TINY)
+    model = random_causal_lm(TINY)
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     wrapped = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=targets))
     trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
@@ -126,7 +115,7 @@ def test_activation_estimate_is_within_a_factor_of_two_of_what_autograd_keeps():
     ids = torch.randint(0, arch.vocab, (2, 96))
     measured = {}
     for checkpointing in (False, True):
-        model = tiny_model(arch, torch.bfloat16)
+        model = random_causal_lm(arch).to(torch.bfloat16)
         model.config.use_cache = False
         if checkpointing:
             model.gradient_checkpointing_enable()
