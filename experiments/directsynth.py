@@ -99,7 +99,8 @@ def run_domain(cfg: RootConfig, seed: int, output_dir: Path, domain, generator=N
     seed_everything(seed)
     method, protocol, data = cfg.method, cfg.protocol, cfg.dataset
     limits = Limits(protocol.max_states, protocol.max_expansions, protocol.timeout,
-                    protocol.memory_mb, method.sandbox.name)
+                    protocol.memory_mb, method.sandbox.name, protocol.task_budget,
+                    protocol.run_budget)
     larger_limits = dataclasses.replace(limits, max_states=protocol.larger_max_states)
     training_paths = (domain.training if data.training_set.name == "ipc" else
                       generated_training(domain, data.training_size, data.training_tasks,

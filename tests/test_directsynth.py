@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -48,6 +49,7 @@ from methods.directsynth import (
 from methods.directsynth.features import TaskView, task_spec
 from methods.directsynth.hostile import run_hostile_program
 from methods.directsynth.sandbox import valid_value
+from methods.directsynth.synthesis import outcome_text, run_over_tasks
 
 from .conftest import run_failing, run_paper
 from .planning_helpers import in_process, shipped_task
@@ -387,7 +389,15 @@ def test_hostile_programs_are_contained():
     assert "the real answer is an error" in reasons["forge_reply_live_id"]
     assert "Operation not permitted" in reasons["timer_answers_between_calls"]
     assert "protocol violation" in reasons["forge_result_then_raise"]
-    assert "ran, returned [0.0, 0.0]" == reasons["sysv_shared_memory"]
+    # no writable file system and no extended attributes (kernel memory outside the limit),
+    # and the supervisor's limits, priority and affinity are out of the program's reach
+    for name in ("sysv_shared_memory", "create_files_flood", "xattr_flood",
+                 "meddle_supervisor"):
+        assert "ran, returned [0.0, 0.0]" == reasons[name], reasons[name]
+    assert "too slow" in reasons["slow_answers"]
+    # a line the supervisor cannot parse, or one too long, voids the program
+    for name in ("nested_result_line", "huge_result_line"):
+        assert "protocol violation" in reasons[name], reasons[name]
 
 
 def test_a_timer_set_at_import_answers_no_check():
@@ -428,6 +438,64 @@ def test_the_escape_detector_sees_escapes_past_the_python_guards(name):
     assert run_hostile_program(name, shipped_task("ferry", 1), sandbox="unsafe_process").escaped
 
 
+@pytest.mark.parametrize("name", ["create_files_flood", "meddle_supervisor"])
+def test_the_escape_detector_sees_floods_and_meddling_without_the_boundary(name):
+    """Without the boundary the file flood fills the worker's scratch folder and the child
+    changes its supervisor's limits, so the suite's verdict on them can fail (a longer limit:
+    the host's file system makes files slower than a tmpfs)."""
+    outcome = run_hostile_program(name, shipped_task("ferry", 1), timeout=10.0,
+                                  sandbox="unsafe_process")
+    assert outcome.escaped, outcome.outcome
+
+
+CHAIN_DOMAIN = """(define (domain chain) (:requirements :strips)
+  (:predicates (at ?p) (next ?a ?b))
+  (:action move :parameters (?a ?b) :precondition (and (at ?a) (next ?a ?b))
+   :effect (and (at ?b) (not (at ?a)))))"""
+
+
+def chain_task(folder, steps: int):
+    """A task whose only plan is ``steps`` moves along a chain (one successor per state)."""
+    (folder / "domain.pddl").write_text(CHAIN_DOMAIN)
+    links = " ".join(f"(next p{i} p{i + 1})" for i in range(steps))
+    (folder / "chain.pddl").write_text(
+        f"(define (problem chain) (:domain chain) (:objects "
+        f"{' '.join(f'p{i}' for i in range(steps + 1))}) (:init (at p0) {links}) "
+        f"(:goal (at p{steps})))")
+    return ground(folder / "domain.pddl", folder / "chain.pddl")
+
+
+def test_a_program_just_inside_the_limit_is_stopped_by_its_budget(tmp_path):
+    """An honest heuristic that answers every batch after 0.9 of the 1 s limit: hill
+    climbing on a 40-step chain would take 40 s; the per-task budget (3 limits) stops it
+    within 20 s, as its own outcome, and it is counted as a failed program."""
+    from methods.directsynth.hostile import _UNGUARD
+
+    task = chain_task(tmp_path, 40)
+    program = _UNGUARD + ("def heuristic(state, task):\n"
+                          "    sys = _unguard()\n"
+                          "    sys.modules['importlib'].import_module('time').sleep(0.9)\n"
+                          "    (at,) = [a for a in state if a[0] == 'at']\n"
+                          "    return 40 - int(at[1][1:])\n")
+    limits = Limits(timeout=1.0)
+    climbs = []
+    run = run_over_tasks(program, [task], limits,
+                         lambda t, h: climbs.append(hill_climb(t, h, 100)) or False)
+    assert run.kind == "too slow" and not climbs, run
+    assert run.seconds < 20
+    assert re.fullmatch(r"too slow: 3\.\d s over \d requests \(budget 3 s per task\)", run.error)
+    assert outcome_text(run.error, run.kind) == run.error  # its own outcome, not "error: ..."
+    check = check_program(program, [task], limits)
+    assert not check.accepted and check.outcome.startswith("too slow")
+    # the same heuristic without the sleep climbs the chain: the budget, not the program,
+    # stopped it
+    honest = program.replace("    sys.modules['importlib'].import_module('time').sleep(0.9)\n",
+                             "")
+    assert run_over_tasks(honest, [task], limits,
+                          lambda t, h: climbs.append(hill_climb(t, h, 100)) or False).kind == ""
+    assert climbs[-1].solved and len(climbs[-1].plan) == 40
+
+
 def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
     """The same hostile program run without the sandbox does write its marker, so the
     suite's check can fail."""
@@ -440,7 +508,7 @@ def test_the_escape_detector_sees_an_unsandboxed_escape(tmp_path):
 # Plain Python, no guards at all, inside the boundary, with the filter of the child that runs
 # a program: every attempt must fail.
 _RAW_ATTEMPTS = """
-import ctypes, json, os, signal, socket, sys
+import ctypes, json, os, resource, signal, socket, sys
 folder, victim_pid, port, child_filter = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \\
     int(sys.argv[4])
 def attempt(f):
@@ -467,7 +535,13 @@ results = {
     "mknod": attempt(lambda: os.mknod(target("node"))),
     "mkfifo": attempt(lambda: os.mkfifo(target("fifo"))),
     "write_tmp": attempt(lambda: open("/tmp/scratch", "w").write("x")),
-    "fill_tmp": attempt(lambda: open("/tmp/big", "wb").write(bytes(4 << 20))),
+    "create_in_root": attempt(lambda: os.close(os.open("/scratch", os.O_CREAT | os.O_WRONLY))),
+    "create_in_dev": attempt(lambda: open("/dev/shm/scratch", "w").write("x")),
+    "tmpfile": attempt(lambda: os.close(os.open("/", os.O_TMPFILE | os.O_WRONLY))),
+    "setxattr": attempt(lambda: os.setxattr("/dev/null", "user.flood", bytes(4096))),
+    "prlimit_parent": attempt(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)),
+    "setpriority_user": attempt(lambda: os.setpriority(os.PRIO_USER, 0, 10)),
+    "affinity_parent": attempt(lambda: os.sched_setaffinity(os.getppid(), {0})),
     "link": attempt(lambda: os.link(sys.executable, target("hard"))),
     "symlink": attempt(lambda: os.symlink("/etc/passwd", target("soft"))),
     "utime": attempt(lambda: os.utime(target("secret.txt"), (0, 0))),
@@ -483,6 +557,8 @@ results = {
     "proc_self_mem": attempt(lambda: open("/proc/self/mem", "r+b").close()),
 }
 results["before_child_filter"] = before
+results["prlimit_self"] = attempt(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+results["read_only_mounts"] = [bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in ("/", "/dev")]
 results["uid"] = os.getuid()
 results["host_root"] = sorted(os.listdir("/"))
 print(json.dumps(results))
@@ -491,9 +567,11 @@ print(json.dumps(results))
 
 def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     """The operating-system layer without the worker's Python guards: no write, node, link,
-    timestamp, socket, process, timer, signal or shared memory reaches the host; only a
-    private 1 MiB /tmp is writable; there is no /proc. The supervisor may fork (the child's
-    filter then refuses it), and shared memory is refused to both."""
+    timestamp, socket, process, timer, signal or shared memory reaches the host; nothing is
+    writable (no /tmp, a read-only root and /dev), no file is created, no extended attribute
+    set, no other process's limits, priority or affinity changed (its own limits it may
+    read); there is no /proc. The supervisor may fork (the child's filter then refuses it),
+    and shared memory is refused to both."""
     from methods.directsynth.isolation import worker_launch
 
     folder = tmp_path / "host"
@@ -521,7 +599,8 @@ def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     server.close()
     results = json.loads(done.stdout or done.stderr)
     assert results.pop("uid") == 65534
-    assert results.pop("write_tmp") == "succeeded"  # the private scratch /tmp
+    assert results.pop("prlimit_self") == "succeeded"
+    assert results.pop("read_only_mounts") == [True, True]  # the file-system layer itself
     assert results.pop("before_child_filter") == {"fork_in_supervisor": "succeeded",
                                                   "shmget": "PermissionError",
                                                   "msgget": "PermissionError"}

@@ -92,6 +92,8 @@ class DirectsynthProtocol:
     larger_max_states: int = MISSING  # improving-closure states per larger test task
     reference_expansions: int = MISSING  # GBFS with h_FF, the reference plan on larger tasks
     timeout: float = positive()
+    task_budget: float = positive()  # a program's seconds per task, in units of timeout
+    run_budget: float = positive()  # a program's seconds per run (its tasks), in timeouts
     memory_mb: int = within(16, None)
     workers: int = within(1, None)  # processes for the domains (offline proposers only)
 

@@ -5,10 +5,14 @@ import os/subprocess/socket, reach ``os.system``, ``os.open``, ``os.mknod``, ``o
 ``os.link``, ``os.symlink``, ``os.utime``, ``os.fork``, ``os.kill`` or ``os.write`` through
 object introspection (CPython raises no audit event for several of these), load ``ctypes``,
 write ``/proc/self/mem``, open a network connection, allocate huge memory, recurse without
-end, kill its own worker, signal another process, or forge protocol replies on any inherited
-descriptor. A program *escapes* when its side effect happens: the marker file exists, the
-host file's timestamp changed, the victim process died, the listening socket received a
-connection, or a forged value (anything but 0) reached the caller.
+end, kill its own worker, signal another process, forge protocol replies on any inherited
+descriptor, fill kernel memory with files or extended attributes, change its supervisor's
+limits or scheduling, answer every request just inside the time limit, or break its result
+stream with a line the supervisor cannot parse or a line too long to read in time. A program
+*escapes* when its side effect happens: the marker file exists, the host file's timestamp
+changed, the victim process died, the listening socket received a connection, a forged value
+(anything but 0) reached the caller, it ran past its time budget, or a program that broke
+its result stream was not voided (:data:`MUST_VOID`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+from methods.directsynth.sandbox import ProgramError, ProtocolViolation, SandboxedHeuristic
 from methods.directsynth.strips import Task
+from methods.directsynth.synthesis import Limits
 
 _INTROSPECT = """def _globals_with(name):
     for cls in ().__class__.__base__.__subclasses__():
@@ -184,6 +190,98 @@ HOSTILE = {
                                "            pass\n"
                                "    time.sleep(0.3)\n"
                                "    raise RuntimeError('the real answer is an error')\n",
+    # kernel memory outside the address-space limit: empty files (inodes) wherever one can be
+    # made, the working folder first; returns 1 once more than 4 MiB of it (about 1.2 KiB an
+    # inode) is held
+    "create_files_flood": _UNGUARD + "def heuristic(state, task):\n"
+                          "    sys = _unguard()\n"
+                          "    os = sys.modules['importlib'].import_module('os')\n"
+                          "    made = 0\n"
+                          "    for folder in ('.', '/tmp', '/', '/dev', '/dev/shm'):\n"
+                          "        for i in range(20000):\n"
+                          "            try:\n"
+                          "                os.close(os.open(f'{{folder}}/f{{i}}', 0o101))\n"
+                          "            except OSError:\n"
+                          "                break\n"
+                          "            made += 1\n"
+                          "            if made * 1200 > 4 * 2 ** 20:\n"
+                          "                return 1\n"
+                          "    return 0\n",
+    # the same with extended attributes (a tmpfs keeps them in kernel memory): 64 KiB values
+    # on a file of each folder (made there if it can be) and on the folder itself
+    "xattr_flood": _UNGUARD + "def heuristic(state, task):\n"
+                   "    sys = _unguard()\n"
+                   "    os = sys.modules['importlib'].import_module('os')\n"
+                   "    held = 0\n"
+                   "    for folder in ('.', '/tmp', '/', '/dev', '/dev/shm'):\n"
+                   "        try:\n"
+                   "            os.close(os.open(f'{{folder}}/attrs', 0o101))\n"
+                   "        except OSError:\n"
+                   "            pass\n"
+                   "        for path in (f'{{folder}}/attrs', folder, '/dev/null'):\n"
+                   "            for i in range(100):\n"
+                   "                try:\n"
+                   "                    os.setxattr(path, f'user.flood{{i}}', bytes(65536))\n"
+                   "                except OSError:\n"
+                   "                    break\n"
+                   "                held += 65536\n"
+                   "                if held > 4 * 2 ** 20:\n"
+                   "                    return 1\n"
+                   "    return 0\n",
+    # the supervisor (this process's parent) runs as the same user: set its open-file limit,
+    # priority and CPU affinity (each to its current value, so a success harms nothing) and
+    # return how many of the three calls succeeded
+    "meddle_supervisor": _UNGUARD + "def heuristic(state, task):\n"
+                         "    sys = _unguard()\n"
+                         "    _load = sys.modules['importlib'].import_module\n"
+                         "    os, resource = _load('os'), _load('resource')\n"
+                         "    parent, changed = os.getppid(), 0\n"
+                         "    calls = (lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE,\n"
+                         "                                      resource.getrlimit(\n"
+                         "                                          resource.RLIMIT_NOFILE)),\n"
+                         "             lambda: os.setpriority(os.PRIO_PROCESS, parent,\n"
+                         "                                    os.getpriority(os.PRIO_PROCESS,\n"
+                         "                                                   parent)),\n"
+                         "             lambda: os.sched_setaffinity(parent,\n"
+                         "                                          os.sched_getaffinity(0)))\n"
+                         "    for call in calls:\n"
+                         "        try:\n"
+                         "            call()\n"
+                         "            changed += 1\n"
+                         "        except OSError:\n"
+                         "            pass\n"
+                         "    return changed\n",
+    # every request answered correctly, each just inside the per-request limit
+    "slow_answers": _UNGUARD + "def heuristic(state, task):\n"
+                    "    sys = _unguard()\n"
+                    "    sys.modules['importlib'].import_module('time').sleep({pause})\n"
+                    "    return 0\n",
+    # a result line of 100,000 nested lists, a pause so the supervisor takes it, then a raise:
+    # the supervisor's parser gives up (RecursionError), which must void the program like any
+    # other broken stream
+    "nested_result_line": _UNGUARD + "def heuristic(state, task):\n"
+                          "    sys = _unguard()\n"
+                          "    os = sys.modules['importlib'].import_module('os')\n"
+                          "    line = ('[' * 100000 + ']' * 100000 + '\\n').encode()\n"
+                          "    for fd in range(3, 16):\n"
+                          "        try:\n"
+                          "            os.write(fd, line)\n"
+                          "        except OSError:\n"
+                          "            pass\n"
+                          "    sys.modules['importlib'].import_module('time').sleep(0.3)\n"
+                          "    raise RuntimeError('the real answer is an error')\n",
+    # 96 MiB without a newline on the result pipe
+    "huge_result_line": _UNGUARD + "def heuristic(state, task):\n"
+                        "    sys = _unguard()\n"
+                        "    os = sys.modules['importlib'].import_module('os')\n"
+                        "    chunk = b'1' * 2 ** 20\n"
+                        "    for fd in range(3, 16):\n"
+                        "        try:\n"
+                        "            for _ in range(96):\n"
+                        "                os.write(fd, chunk)\n"
+                        "        except OSError:\n"
+                        "            pass\n"
+                        "    return 0\n",
     # at import: take over the request descriptor (an idle pipe dup2'd over it keeps the
     # worker waiting) and answer every later request from a SIGALRM handler, with the right id
     "timer_answers_between_calls": _UNGUARD + "sys = _unguard()\n"
@@ -219,6 +317,12 @@ HOSTILE = {
 }
 
 
+# Programs that break their result stream: whatever they answered must be voided.
+MUST_VOID = ("forge_result_then_raise", "nested_result_line", "huge_result_line")
+REQUESTS = 8  # requests per program (stopping at the first error)
+SLOW_FRACTION = 0.9  # slow_answers answers each request after this share of the limit
+
+
 @dataclass
 class HostileOutcome:
     name: str
@@ -228,15 +332,18 @@ class HostileOutcome:
 
 def run_hostile_suite(task: Task, timeout: float = 2.0,
                       sandbox: str = "bwrap") -> list[HostileOutcome]:
-    """Run every hostile program on the initial state of ``task`` (twice, so a stale reply
-    left in the channel would be read by the second request, then the end of the task's
-    run, which checks the program's result stream)."""
+    """Run every hostile program on the initial state of ``task`` (up to :data:`REQUESTS`
+    times, so a stale reply left in the channel would be read by a later request and a slow
+    program meets its budget, then the end of the task's run, which checks the program's
+    result stream)."""
     return [run_hostile_program(name, task, timeout, sandbox) for name in HOSTILE]
 
 
 def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
                         sandbox: str = "bwrap") -> HostileOutcome:
-    """Run one program of :data:`HOSTILE` and look for its side effect on the host."""
+    """Run one program of :data:`HOSTILE` and look for its side effect on the host, with the
+    default time budgets of :class:`Limits` in units of ``timeout``."""
+    budget = Limits().task_budget * timeout
     with tempfile.TemporaryDirectory(prefix="hostile-") as folder, \
             socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         os.chmod(folder, 0o777)  # writable by anyone: only the boundary may stop a write
@@ -249,15 +356,22 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
         victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
         marker = Path(folder) / f"{name}.marker"
         program = HOSTILE[name].format(marker=str(marker), port=server.getsockname()[1],
-                                       victim_file=str(victim_file), victim_pid=victim.pid)
+                                       victim_file=str(victim_file), victim_pid=victim.pid,
+                                       pause=SLOW_FRACTION * timeout)
+        start = time.perf_counter()
+        voided = False
         try:  # as run_over_tasks: values count once the task's run ended without error
-            with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox) as h:
+            with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox,
+                                    task_budget=budget,
+                                    run_budget=Limits().run_budget * timeout) as h:
                 h.set_task(task)
-                values = h([task.init]) + h([task.init])
+                values = [v for _ in range(REQUESTS) for v in h([task.init])]
                 h.end_task()
-            outcome, forged = f"ran, returned {values}", any(v != 0 for v in values)
+            outcome, forged = f"ran, returned {values[:2]}", any(v != 0 for v in values)
         except ProgramError as err:
             outcome, forged = f"contained: {err}", False
+            voided = isinstance(err, ProtocolViolation)
+        overran = time.perf_counter() - start > budget + timeout
         try:
             server.accept()[0].close()
             connected = True
@@ -268,5 +382,7 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
             os.kill(victim.pid, signal.SIGKILL)
         victim.wait()
         touched = os.stat(victim_file).st_mtime != 1e9
-        escaped = os.path.lexists(marker) or connected or forged or killed or touched
+        kept = name in MUST_VOID and not voided
+        escaped = (os.path.lexists(marker) or connected or forged or killed or touched
+                   or overran or kept)
         return HostileOutcome(name, escaped, outcome)

@@ -4,9 +4,11 @@ Generated programs are untrusted code. Python-level guards (the worker's restric
 and audit hook) cannot be made complete, so by default (``sandbox="bwrap"``) each worker runs
 inside bubblewrap with:
 
-- only the Python installation and the worker's two files, bound read-only; a private
-  ``/tmp`` of 1 MiB and a minimal ``/dev``; no ``/proc`` (so no host paths in
-  ``mountinfo`` and no other process's ``mem``); nothing else of the host;
+- only the Python installation and the worker's two files, bound read-only, and a minimal
+  ``/dev``; the sandbox's root and ``/dev`` are remounted read-only and there is no ``/tmp``,
+  so the program has no writable file system at all (no file data, inodes or extended
+  attributes that the kernel would hold outside the address-space limit); no ``/proc`` (so
+  no host paths in ``mountinfo`` and no other process's ``mem``); nothing else of the host;
 - new network, PID, IPC and UTS namespaces: no network, no view of (or signals to) host
   processes; ``--die-with-parent`` and ``--new-session``;
 - an unprivileged uid (65534, nobody) with no capabilities and ``no_new_privs``: as root the
@@ -14,14 +16,26 @@ inside bubblewrap with:
   other user a user namespace maps it;
 - two seccomp filters (libseccomp through ``pyseccomp``) that refuse with EPERM the system
   calls a heuristic never needs. The first, for every process of the sandbox
-  (:data:`DENIED_SYSCALLS`): sockets, file-system changes (``mknod``, ``link``, ``symlink``,
-  ``rename``, ``chmod``, ``utime``, ``fallocate`` ...), signals to other processes,
-  ``ptrace``, namespaces, ``bpf``, ``io_uring``, and memory that the address-space limit does
-  not count (System V shared memory, message queues and semaphores, POSIX message queues,
-  ``memfd_create``). The second, which the worker's supervisor installs in each child that
+  (:data:`DENIED_SYSCALLS`, :data:`DENIED_FLAGS`, :data:`SELF_ONLY`): sockets, file creation
+  and every file-system change (``open`` with ``O_CREAT`` or ``O_TMPFILE``, ``openat2``,
+  ``mknod``, ``link``, ``rename``, ``chmod``, ``utime``, ``fallocate``, the ``setxattr``
+  family ...), signals to other processes, ``ptrace``, namespaces, ``bpf``, ``io_uring``,
+  ``syslog``, memory that the address-space limit does not count (System V shared memory,
+  message queues and semaphores, POSIX message queues, ``memfd_create``), and the calls that
+  change another process's limits, priority, scheduling or memory placement (``prlimit64``,
+  ``setpriority``, ``sched_set*``, ``ioprio_set``, ``migrate_pages``, ``move_pages``) unless
+  they name the calling process itself, and ``kcmp``: the program's process and its
+  supervisor run as the same user, so without this the program could lower the
+  supervisor's limits. The second, which the worker's supervisor installs in each child that
   runs the program (:data:`CHILD_DENIED_SYSCALLS`), adds process and thread creation, timers,
   signal handlers and descriptor duplication: the program's code runs only while the child
   answers a request, and its result pipe stays the one the supervisor reads.
+
+What the layers do not hold: CPU time between requests is the caller's to bound (each
+request has a wall-clock limit and each program a total budget, sandbox.py); kernel memory
+that a process always may use (its page tables, pipe buffers of its few descriptors) counts
+against no limit here. A memory cgroup would bound those too; it is not used because it needs
+a delegated cgroup v2 tree, which machines this runs on often do not have.
 
 ``sandbox="unsafe_process"`` keeps only the Python guards and resource limits, for trusted
 programs; it logs a warning.
@@ -55,7 +69,9 @@ DENIED_SYSCALLS = (
     "mknod", "mknodat", "link", "linkat", "symlink", "symlinkat", "rename", "renameat",
     "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod",
     "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "utimensat",
-    "futimesat", "truncate", "ftruncate", "fallocate",
+    "futimesat", "truncate", "ftruncate", "fallocate", "creat", "openat2",
+    # extended attributes live in kernel memory on a tmpfs
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
     # memory outside the address-space limit
     "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd",
     "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
@@ -64,8 +80,24 @@ DENIED_SYSCALLS = (
     "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv", "process_vm_writev",
     "process_madvise", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "personality",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "personality", "syslog",
+    "kcmp",
 )
+# Calls newer than some libseccomp releases know by name, by their number (the same on
+# every architecture since Linux 5.1's unified numbering): setxattrat, removexattrat.
+DENIED_SYSCALL_NUMBERS = (463, 466)
+# (call, argument index, flag bits): refused when the argument has the bits set. O_CREAT
+# and O_TMPFILE (whose own bit is 0o20000000): no file is created, even where a file system
+# would allow it.
+DENIED_FLAGS = (("open", 1, os.O_CREAT), ("open", 1, 0o20000000),
+                ("openat", 2, os.O_CREAT), ("openat", 2, 0o20000000))
+# (call, argument index, value): allowed only when that argument is the value that names the
+# calling process itself (pid 0; for setpriority and ioprio_set, ``which`` must also name a
+# single process: PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS is 1)
+SELF_ONLY = (("prlimit64", 0, 0), ("sched_setaffinity", 0, 0), ("sched_setscheduler", 0, 0),
+             ("sched_setparam", 0, 0), ("sched_setattr", 0, 0), ("migrate_pages", 0, 0),
+             ("move_pages", 0, 0), ("setpriority", 0, 0), ("setpriority", 1, 0),
+             ("ioprio_set", 0, 1), ("ioprio_set", 1, 0))
 # Denied on top of those in the child that runs the program: no other process or thread, and
 # no timer or signal handler that could run the program's code after it has answered.
 CHILD_DENIED_SYSCALLS = (
@@ -78,7 +110,6 @@ CHILD_DENIED_SYSCALLS = (
 # too: the result pipe may not be moved or copied
 CHILD_DENIED_FCNTL = (0, 1030)
 WORKER_FILES = ("sandbox_worker.py", "features.py")
-TMP_BYTES = 2**20  # the private /tmp (nothing in the worker writes files: RLIMIT_FSIZE is 0)
 
 
 @dataclass
@@ -156,8 +187,8 @@ def isolated_python(python_args: list[str], scratch: str) -> Launch:
              "--perms", "0755", "--dir", "/opt/worker"]
     for name in WORKER_FILES:
         argv += ["--ro-bind", str(folder / name), f"/opt/worker/{name}"]
-    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-             "--chdir", "/tmp"]
+    # nothing writable: the worker writes no file (its RLIMIT_FSIZE is 0)
+    argv += ["--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
     seccomp = _seccomp_file(DENIED_SYSCALLS)
     argv += ["--seccomp", str(seccomp.fileno())]
     python = [str(inside_interpreter), "-I", "-B", *python_args]
@@ -207,21 +238,34 @@ def bwrap_available() -> str:
 
 
 def _seccomp_file(syscalls: tuple[str, ...], fcntl_commands: tuple[int, ...] = ()):
-    """A temporary file holding a compiled filter that refuses ``syscalls`` and the
-    ``fcntl_commands`` with EPERM (bwrap, or the worker's supervisor, reads it from a
-    descriptor)."""
+    """A temporary file holding a compiled filter that refuses ``syscalls``, the
+    ``fcntl_commands``, :data:`DENIED_SYSCALL_NUMBERS`, :data:`DENIED_FLAGS` and the
+    :data:`SELF_ONLY` calls that name another process, with EPERM (bwrap, or the worker's
+    supervisor, reads it from a descriptor)."""
     import errno
 
     import pyseccomp
 
+    refuse = pyseccomp.ERRNO(errno.EPERM)
     denied = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+
+    def number(name: str) -> int:
+        return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+
     for name in syscalls:
-        number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
-        if number >= 0:
-            denied.add_rule(pyseccomp.ERRNO(errno.EPERM), number)
+        if number(name) >= 0:
+            denied.add_rule(refuse, number(name))
+    for syscall in DENIED_SYSCALL_NUMBERS:
+        denied.add_rule(refuse, syscall)
+    for name, index, bits in DENIED_FLAGS:
+        if number(name) >= 0:
+            denied.add_rule(refuse, number(name), pyseccomp.Arg(index, pyseccomp.MASKED_EQ,
+                                                                bits, bits))
+    for name, index, value in SELF_ONLY:
+        if number(name) >= 0:
+            denied.add_rule(refuse, number(name), pyseccomp.Arg(index, pyseccomp.NE, value))
     for command in fcntl_commands:
-        denied.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl",
-                        pyseccomp.Arg(1, pyseccomp.EQ, command))
+        denied.add_rule(refuse, "fcntl", pyseccomp.Arg(1, pyseccomp.EQ, command))
     handle = tempfile.TemporaryFile()
     denied.export_bpf(handle)
     handle.flush()

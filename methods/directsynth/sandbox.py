@@ -3,7 +3,9 @@
 
 One long-lived worker per program evaluates batches of states, so a task with thousands of
 successors per state costs one round trip per batch, not one process per state; the program
-itself runs in one confined child per task. Every request has a wall-clock limit and a fresh
+itself runs in one confined child per task. Every request has a wall-clock limit, each
+program a total time budget per task and over its run (so a program that answers every
+request just inside the limit is still stopped: :class:`TooSlow`), and every request a fresh
 random id that the supervisor's reply must carry (the program's process never sees either
 the id or this channel); the reply must be exactly one line with nothing after it, and every
 value is checked again here (a number, int or float, not NaN or -inf). A worker that
@@ -29,7 +31,9 @@ from methods.directsynth.features import task_spec
 from methods.directsynth.isolation import worker_launch
 from methods.directsynth.strips import Task, bits
 
-MAX_REPLY_BYTES = 64 * 2**20
+# the supervisor's reply: a batch's values (at most MAX_BATCH) or a message, and the id
+MAX_BATCH = 10_000
+MAX_REPLY_BYTES = 2**20
 
 
 class ProgramError(Exception):
@@ -38,6 +42,11 @@ class ProgramError(Exception):
 
 class InvalidValue(ProgramError):
     """The heuristic returned a value that is not one (NaN, -inf, a non-number)."""
+
+
+class TooSlow(ProgramError):
+    """The program used up its time budget for a task or for its run: too slow, not a
+    crash (each request may still have been inside the per-request limit)."""
 
 
 class ProtocolViolation(ProgramError):
@@ -54,13 +63,22 @@ def valid_value(value) -> bool:
 class SandboxedHeuristic:
     """A heuristic program in a sandboxed worker; call it with a list of bitmask states.
 
-    ``sandbox``: ``bwrap`` (the default, an operating-system boundary) or ``unsafe_process``
-    (a plain subprocess with the Python guards only, for trusted programs)."""
+    ``timeout``: seconds per request; ``task_budget`` and ``run_budget``: seconds of requests
+    per task and over the worker's whole run (every task it is given), after which the
+    program is stopped as :class:`TooSlow`. ``sandbox``: ``bwrap`` (the default, an
+    operating-system boundary) or ``unsafe_process`` (a plain subprocess with the Python
+    guards only, for trusted programs)."""
 
     def __init__(self, program: str, timeout: float = 10.0, memory_mb: int = 512,
-                 batch: int = 512, sandbox: str = "bwrap"):
+                 batch: int = 512, sandbox: str = "bwrap", task_budget: float = math.inf,
+                 run_budget: float = math.inf):
+        if not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch must be between 1 and {MAX_BATCH}, not {batch}")
         self.program, self.timeout, self.batch = program, timeout, batch
+        self.task_budget, self.run_budget = task_budget, run_budget
         self.seconds = 0.0  # wall-clock time spent in the worker
+        self.requests = 0
+        self.task_seconds, self.task_requests = 0.0, 0
         self.scratch = tempfile.mkdtemp(prefix="heuristic-")
         self.proc = None
         try:
@@ -80,6 +98,7 @@ class SandboxedHeuristic:
 
     def set_task(self, task: Task):
         if self._task is not task:
+            self.task_seconds, self.task_requests = 0.0, 0
             self._request({"cmd": "task", "task": task_spec(task)})
             self._task = task
 
@@ -107,6 +126,9 @@ class SandboxedHeuristic:
     def _request(self, message: dict) -> dict:
         if self.proc.poll() is not None:
             raise ProgramError(f"the worker is not running (exit code {self.proc.returncode})")
+        budget_left = min(self.task_budget - self.task_seconds, self.run_budget - self.seconds)
+        if budget_left <= 0:
+            self._too_slow()
         nonce = secrets.token_hex(16)
         start = time.perf_counter()
         try:
@@ -115,15 +137,21 @@ class SandboxedHeuristic:
             payload = memoryview((json.dumps({**message, "id": nonce}) + "\n").encode())
             while payload:
                 payload = payload[os.write(self.proc.stdin.fileno(), payload):]
-            line = self._read_line(start + self.timeout)
+            line = self._read_line(start, min(self.timeout, budget_left))
         except (BrokenPipeError, OSError) as err:
             self.close()
             raise ProgramError(f"the worker died: {err}") from err
         finally:
-            self.seconds += time.perf_counter() - start
+            spent = time.perf_counter() - start
+            self.seconds += spent
+            self.task_seconds += spent
+            self.requests += 1
+            self.task_requests += 1
+        if line is None:
+            self._too_slow()
         try:
             reply = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict) or reply.get("id") != nonce:
             self._fail("the worker returned a malformed reply (or the program wrote to the "
@@ -137,28 +165,40 @@ class SandboxedHeuristic:
             raise error(str(reply["error"])[:500])
         return reply
 
+    def _too_slow(self):
+        self.close()
+        per_task = self.task_seconds >= self.task_budget
+        raise TooSlow(f"too slow: {self.task_seconds if per_task else self.seconds:.1f} s over "
+                      f"{self.task_requests if per_task else self.requests} requests (budget "
+                      f"{self.task_budget if per_task else self.run_budget:g} s "
+                      f"{'per task' if per_task else 'per run'})")
+
     def _pending(self) -> bool:
         ready, _, _ = select.select([self.proc.stdout], [], [], 0)
         return bool(ready)
 
-    def _read_line(self, deadline: float) -> bytes:
-        """Exactly one line from the worker; bytes after its newline are a protocol error."""
-        data = b""
-        while b"\n" not in data:
-            left = deadline - time.perf_counter()
+    def _read_line(self, start: float, limit: float) -> bytes | None:
+        """Exactly one line from the worker within ``limit`` seconds of ``start``, read in
+        bounded chunks; bytes after its newline are a protocol error. Past the per-request
+        timeout the program failed; None when the rest of its budget ended first."""
+        data, scanned = bytearray(), 0
+        while (end := data.find(b"\n", scanned)) < 0:
+            scanned = len(data)
+            if scanned > MAX_REPLY_BYTES:
+                self._fail("the worker's reply is too large")
+            left = start + limit - time.perf_counter()
             ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
             if not ready:
+                if limit < self.timeout:
+                    return None  # the budget ended before the per-request limit
                 self._fail(f"timeout: no answer within {self.timeout:g} s")
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
             if not chunk:
                 self._fail(f"the worker died (exit code {self.proc.wait()})")
             data += chunk
-            if len(data) > MAX_REPLY_BYTES:
-                self._fail("the worker's reply is too large")
-        line, _, rest = data.partition(b"\n")
-        if rest:
+        if end + 1 != len(data):
             self._fail("the program wrote to the reply channel")
-        return line
+        return bytes(data[:end])
 
     def close(self):
         if self.proc is not None:

@@ -3,11 +3,13 @@
 operating-system boundary of isolation.py).
 
 The worker is two processes. This one, the supervisor, never runs the program: it reads the
-caller's requests, keeps the task and frames every reply with its request's id. For each
-task it forks a child that
+caller's requests, keeps the program's text and the task, and frames every reply with its
+request's id. The child that runs the program is forked before the request it serves is
+read (one spare child is always ready), so its memory never holds a live request id. Each
+child
 
-1. closes every descriptor but its own job and result pipes (the caller's channels, and so
-   the request ids, are out of its reach) and points 0-2 at /dev/null;
+1. closes every descriptor but its own job and result pipes (the caller's channels are out
+   of its reach) and points 0-2 at /dev/null;
 2. confines itself: address-space, file-size, process and open-file limits; the second
    seccomp filter read from ``filter_fd`` (no process or thread creation, no timer or signal
    handler, no ``dup``: the program's code runs only while the child serves a request, and
@@ -16,16 +18,17 @@ task it forks a child that
    ``open``, ``exec``, ``eval``, ``compile``, ``input`` or ``breakpoint`` and with an
    ``__import__`` that admits a few pure standard-library modules (these two are the second
    layer: a program that reaches ``sys`` through introspection can undo them);
-3. runs the program's text once, then answers each job line (a sequence number and the
-   states) with one result line carrying the same number, and exits at the end of its jobs.
+3. takes its first job (the task and the program's text), runs the program's text once,
+   then answers each job line (a sequence number and the states) with one result line
+   carrying the same number, and exits at the end of its jobs.
 
 The supervisor holds the child to that stream: one line per job, in order, nothing between
-or after, and a clean exit when the task ends. A program that writes to its result pipe
-itself (a forged value, then a raise) breaks the stream: the supervisor sees it at the next
-job or at the end of the task at the latest, and reports a protocol violation, on which the
-caller voids every result of the program (synthesis.py). A program that never returns and
-answers the jobs itself behaves, to the caller, as a heuristic of those values; its code
-ends with the task's child.
+or after, each line at most :data:`MAX_RESULT_BYTES` (read in bounded chunks) and a valid
+reply, and a clean exit when the task ends. Anything else (a program that writes to its
+result pipe itself, a line that does not parse, for whatever reason) breaks the stream: the
+supervisor reports a protocol violation, on which the caller voids every result of the
+program (synthesis.py). A program that never returns and answers the jobs itself behaves, to
+the caller, as a heuristic of those values; its code ends with the task's child.
 """
 
 import builtins
@@ -58,9 +61,12 @@ BLOCKED_EVENTS = ("open", "socket.", "subprocess.", "os.system", "os.exec", "os.
 REMOVED_BUILTINS = ("open", "exec", "eval", "compile", "input", "breakpoint", "help", "exit",
                     "quit", "copyright", "credits", "license", "memoryview", "globals",
                     "vars", "locals")
-MAX_RESULT_BYTES = 64 * 2**20
+# a result line: a batch of up to 10,000 values (the caller's batch is 512) or a message
+MAX_RESULT_BYTES = 2**20
+MAX_MESSAGE_CHARS = 500
 CHILD_OPEN_FILES = 16  # 0-2, the result pipe, and a few pipes at most (their buffers count)
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+FEATURES = None  # features.py, loaded by main() from beside this file
 
 
 class _SockFprog(ctypes.Structure):
@@ -139,12 +145,14 @@ def _program_error(err: BaseException) -> str:
     lines = [n for f, n in traceback.walk_tb(err.__traceback__)
              if f.f_code.co_filename == "<heuristic>"]
     where = f"(line {lines[-1]})" if lines else ""
-    return f"{type(err).__name__}: {err} {where}".strip()
+    return f"{type(err).__name__}: {str(err)[:MAX_MESSAGE_CHARS]} {where}".strip()
 
 
-def _load_program(code):
-    """In the child: the program's text; its ``heuristic``, or the error that says why not."""
+def _load_program(source: str):
+    """In the child: the program's text run once; its ``heuristic``, or the error that says
+    why not."""
     try:
+        code = compile(source, "<heuristic>", "exec")
         namespace = {"__builtins__": _safe_builtins(), "__name__": "heuristic_program"}
         exec(code, namespace)
         heuristic = namespace.get("heuristic")
@@ -170,9 +178,9 @@ def _evaluate(heuristic, task, states) -> dict:
         return {"error": _program_error(err)}
 
 
-def _child(job_fd: int, result_fd: int, memory_bytes: int, child_filter, code, task) -> None:
-    """A forked child: drop the supervisor's descriptors, confine itself, load the program,
-    answer its jobs, exit at their end."""
+def _child(job_fd: int, result_fd: int, memory_bytes: int, child_filter) -> None:
+    """A forked child: drop the supervisor's descriptors, confine itself, then take the task
+    and the program (the first job), answer the rest, exit at their end."""
     status = 1
     try:
         keep = sorted((job_fd, result_fd))
@@ -183,15 +191,19 @@ def _child(job_fd: int, result_fd: int, memory_bytes: int, child_filter, code, t
         try:
             _confine(memory_bytes, child_filter)
         except BaseException as err:  # noqa: BLE001 - never run the program unconfined
-            heuristic, error = None, f"the sandbox could not confine the program: {err}"
+            error = f"the sandbox could not confine the program: {err}"
         else:
-            heuristic, error = _load_program(code)
+            error = None
+        heuristic = task = None
         for line in jobs:
             job = json.loads(line)
-            if error:
+            if "program" in job:
+                task = FEATURES.TaskView(job["task"]) if job["task"] is not None else None
+                if not error:
+                    heuristic, error = _load_program(job["program"])
+                reply = {"error": error} if error else {"ok": True}
+            elif error:
                 reply = {"error": error}
-            elif job["states"] is None:
-                reply = {"ok": True}
             else:
                 reply = _evaluate(heuristic, task, job["states"])
             reply["seq"] = job["seq"]
@@ -208,23 +220,27 @@ class Violation(Exception):
 
 
 def _valid_result(reply, states) -> bool:
+    """A result the child may send: for the first job (``states`` None) ok or an error; for
+    a batch of states one value per state, an error or an invalid value."""
     if not isinstance(reply, dict) or len(reply) != 1:
         return False
     (key, value), = reply.items()
-    if key in ("error", "invalid"):
+    if key == "error":
         return isinstance(value, str)
-    if key == "ok":
-        return value is True and states is None
-    return (key == "h" and states is not None and isinstance(value, list)
-            and len(value) == len(states)
+    if states is None:
+        return key == "ok" and value is True
+    if key == "invalid":
+        return isinstance(value, str)
+    return (key == "h" and isinstance(value, list) and len(value) == len(states)
             and all(type(v) is float and v == v and v != -math.inf for v in value))
 
 
 class Child:
-    """The confined process that runs the program for one task."""
+    """The confined process that runs the program for one task (or the load check), forked
+    when it is made: make it before reading the request it will serve."""
 
-    def __init__(self, memory_bytes: int, child_filter, code, task):
-        self.code, self.task, self.seq, self.buffer = code, task, 0, b""
+    def __init__(self, memory_bytes: int, child_filter):
+        self.seq, self.buffer, self.scanned = 0, bytearray(), 0
         job_read, self.job = os.pipe()
         self.result, result_write = os.pipe()
         gc.freeze()  # the child's collector leaves the supervisor's objects (and pages) alone
@@ -232,38 +248,56 @@ class Child:
         if self.pid == 0:
             os.close(self.job)
             os.close(self.result)
-            _child(job_read, result_write, memory_bytes, child_filter, code, task)
+            _child(job_read, result_write, memory_bytes, child_filter)
         os.close(job_read)
         os.close(result_write)
 
+    def start(self, program: str, task) -> dict:
+        """The first job: the task's spec (None for the load check) and the program's text;
+        the reply says whether the program loaded."""
+        return self._job({"program": program, "task": task}, None)
+
     def run(self, states) -> dict:
-        """One job: its reply, or an error from the program; Violation when the stream
+        """One batch: its reply, or an error from the program; Violation when the stream
         breaks."""
+        return self._job({"states": states}, states)
+
+    def _job(self, job: dict, states) -> dict:
         self.seq += 1
-        payload = memoryview((json.dumps({"seq": self.seq, "states": states}) + "\n").encode())
+        payload = memoryview((json.dumps({"seq": self.seq, **job}) + "\n").encode())
         try:
             while payload:
                 payload = payload[os.write(self.job, payload):]
         except OSError:
             raise Violation("the program's process is gone") from None
-        while b"\n" not in self.buffer:
-            chunk = os.read(self.result, 1 << 20)
+        line = self._read_line()
+        try:  # whatever goes wrong here, the stream is not one valid result per job
+            reply = json.loads(line)
+            valid = (isinstance(reply, dict) and reply.pop("seq", None) == self.seq
+                     and _valid_result(reply, states))
+        except Exception:  # noqa: BLE001 - e.g. RecursionError on a deeply nested line
+            valid = False
+        if not valid:
+            raise Violation("the program wrote to its result channel")
+        return reply
+
+    def _read_line(self) -> bytes:
+        """One result line, read in bounded chunks; a newline is looked for only in the new
+        bytes, and bytes after it are a violation."""
+        while (end := self.buffer.find(b"\n", self.scanned)) < 0:
+            self.scanned = len(self.buffer)
+            if self.scanned > MAX_RESULT_BYTES:
+                raise Violation("the program's result is too large")
+            chunk = os.read(self.result, 1 << 16)
             if not chunk:
                 raise Violation("the program's process ended before answering")
             self.buffer += chunk
-            if len(self.buffer) > MAX_RESULT_BYTES:
-                raise Violation("the program's result is too large")
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        if self.buffer:
+        if end + 1 != len(self.buffer) or end > MAX_RESULT_BYTES:
             raise Violation("the program wrote to its result channel")
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict) or reply.pop("seq", None) != self.seq \
-                or not _valid_result(reply, states):
-            raise Violation("the program wrote to its result channel")
-        return reply
+        line = bytes(self.buffer[:end])
+        self.buffer.clear()
+        self.scanned = 0
+        return line
 
     def end(self) -> None:
         """Close the jobs; the child must exit cleanly having written nothing more."""
@@ -279,13 +313,56 @@ class Child:
             raise Violation(f"the program's process ended with status {status}")
 
 
+class Supervisor:
+    """The program's text, the current task, the child serving it and a spare child."""
+
+    def __init__(self, memory_bytes: int, child_filter):
+        self.memory, self.filter = memory_bytes, child_filter
+        self.program, self.task, self.child, self.spare = None, None, None, None
+
+    def fork_spare(self) -> None:
+        """Fork the next child now, before the request it will serve is read."""
+        if self.spare is None:
+            self.spare = Child(self.memory, self.filter)
+
+    def handle(self, request: dict) -> dict:
+        cmd = request["cmd"]
+        try:
+            if self.child is not None and cmd in ("load", "task", "end"):
+                ending, self.child = self.child, None
+                ending.end()
+            if cmd == "load":
+                builtins.compile(request["program"], "<heuristic>", "exec")  # syntax, here
+                self.program = request["program"]
+                checker, self.spare = self.spare, None
+                reply = checker.start(self.program, None)
+                checker.end()
+                return reply
+            if cmd == "task":
+                self.task = request["task"]
+                return {"ok": True}
+            if cmd == "end":
+                return {"ok": True}
+            if self.child is None:
+                self.child, self.spare = self.spare, None
+                started = self.child.start(self.program, self.task)
+                if "error" in started:
+                    return started
+            return self.child.run(request["states"])
+        except Violation as err:
+            return {"error": f"protocol violation: {err}", "violation": True}
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OSError) as err:
+            return {"error": f"{type(err).__name__}: {err}"}
+
+
 def main():
+    global FEATURES  # the children build their task views with it
     memory = int(sys.argv[1])
     child_filter = None
     if len(sys.argv) > 2:
         with os.fdopen(int(sys.argv[2]), "rb") as handle:
             child_filter = handle.read()
-    features = _load_features()
+    FEATURES = _load_features()
     requests = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"))
     replies = os.fdopen(os.dup(1), "w")
     null = os.open(os.devnull, os.O_RDWR)
@@ -296,35 +373,18 @@ def main():
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    code, task, child = None, None, None
-    for line in requests:
+    supervisor = Supervisor(memory, child_filter)
+    while True:
+        supervisor.fork_spare()
+        line = requests.readline()
+        if not line:
+            break
         request = json.loads(line)
-        cmd = request["cmd"]
-        try:
-            if child is not None and cmd in ("load", "task", "end"):
-                ending, child = child, None
-                ending.end()
-            if cmd == "load":
-                code = builtins.compile(request["program"], "<heuristic>", "exec")
-                checker = Child(memory, child_filter, code, None)
-                reply = checker.run(None)
-                checker.end()
-            elif cmd == "task":
-                task = features.TaskView(request["task"])
-                reply = {"ok": True}
-            elif cmd == "end":
-                reply = {"ok": True}
-            else:
-                if child is None:
-                    child = Child(memory, child_filter, code, task)
-                reply = child.run(request["states"])
-        except Violation as err:
-            reply = {"error": f"protocol violation: {err}", "violation": True}
-        except (SyntaxError, ValueError, MemoryError, RecursionError, OSError) as err:
-            reply = {"error": f"{type(err).__name__}: {err}"}
+        reply = supervisor.handle(request)
         reply["id"] = request["id"]
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
+        del line, request, reply  # the next child is forked without them
 
 
 if __name__ == "__main__":

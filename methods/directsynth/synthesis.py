@@ -23,6 +23,7 @@ from methods.directsynth.sandbox import (
     ProgramError,
     ProtocolViolation,
     SandboxedHeuristic,
+    TooSlow,
 )
 from methods.directsynth.search import Counterexample, check_direct, gbfs
 from methods.directsynth.strips import Task
@@ -35,6 +36,10 @@ class Limits:
     timeout: float = 20.0  # seconds per batch of heuristic evaluations
     memory_mb: int = 512
     sandbox: str = "bwrap"  # bwrap | unsafe_process (isolation.py)
+    # a program's total seconds per task, and over one run (every task one worker is given),
+    # in units of ``timeout``: past either it is stopped as too slow
+    task_budget: float = 3.0
+    run_budget: float = 10.0
 
 
 @dataclass
@@ -86,7 +91,7 @@ class SynthesisResult:
 class ProgramRun:
     error: str  # "" when the program ran on every task it was given
     seconds: float
-    kind: str = ""  # "error", "invalid value" or "protocol violation"
+    kind: str = ""  # "error", "invalid value", "too slow" or "protocol violation"
 
     @property
     def void(self) -> bool:
@@ -95,9 +100,11 @@ class ProgramRun:
 
 
 def outcome_text(error: str, kind: str) -> str:
-    """How a program's failure reads in the per-program table: a bad value apart from a
-    crash (the messages of those two kinds already say which they are)."""
-    return error if kind in ("invalid value", "protocol violation") else f"error: {error}"
+    """How a program's failure reads in the per-program table: a bad value, a program too
+    slow for its budget and a protocol violation apart from a crash (their messages already
+    say which they are)."""
+    return error if kind in ("invalid value", "too slow", "protocol violation") \
+        else f"error: {error}"
 
 
 def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> ProgramRun:
@@ -108,7 +115,9 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> Pro
     start, error, kind = time.perf_counter(), "", ""
     try:
         with SandboxedHeuristic(program, limits.timeout, limits.memory_mb,
-                                sandbox=limits.sandbox) as h:
+                                sandbox=limits.sandbox,
+                                task_budget=limits.task_budget * limits.timeout,
+                                run_budget=limits.run_budget * limits.timeout) as h:
             for task in tasks:
                 h.set_task(task)
                 stop = step(task, h)
@@ -119,6 +128,8 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> Pro
         error, kind = str(err), "protocol violation"
     except InvalidValue as err:
         error, kind = str(err), "invalid value"
+    except TooSlow as err:
+        error, kind = str(err), "too slow"
     except ProgramError as err:
         error, kind = str(err), "error"
     return ProgramRun(error, time.perf_counter() - start, kind)
