@@ -33,7 +33,7 @@ REPRODUCE_DIR ?= outputs/reproduce
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 
 .PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
-	reproduce report readme list clean plan plan-docs gpu-smoke
+	reproduce report readme list clean plan plan-docs gpu-smoke device-wheels device-check-dry
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -112,6 +112,14 @@ plan-docs: install  ## docs/paper_scale.md: every paper's scale=paper plan on GP
 gpu-smoke: install  ## on a CUDA machine: real-size random-init LMs, peak memory and tokens/s vs make plan
 	@mkdir -p docs/bench
 	$(TEST_ENV) $(PY) -m pytest -q -s -m gpu tests/test_paper_scale.py | tee docs/bench/gpu_smoke.txt
+
+# The GPU machine the project is checked on reaches no network: make device-wheels gathers
+# here what it lacks (.device/, sent along), experiments/plan/device_check.sh runs there.
+device-wheels: install  ## wheels and a tokenizer for the offline GPU check, into .device/ (docs/paper_scale.md)
+	$(PY) -m experiments.plan.device_bundle --bundle .device
+
+device-check-dry: install  ## the GPU check's script here: tiny shapes, CPU, the local .venv (outputs/device/)
+	DRY=1 bash experiments/plan/device_check.sh
 
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report

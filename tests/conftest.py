@@ -99,13 +99,3 @@ def smoke_run(tmp_path_factory, worker_id):
         return json.loads((root / "run" / "metrics.json").read_text()), root / "run"
 
     return run
-
-
-def model_arch(name: str, folder: str = "conf/model"):
-    """The ``arch`` block of a model file, typed (the facts make plan builds from)."""
-    from omegaconf import OmegaConf
-
-    from experiments.schemas.shared import Architecture
-
-    block = OmegaConf.load(ROOT / folder / f"{name}.yaml").arch
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Architecture), block))

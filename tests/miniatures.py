@@ -7,20 +7,6 @@ import numpy as np
 import torch
 
 
-def random_causal_lm(arch, **config):
-    """A randomly initialised (seed 0) causal LM of an ``arch`` block's shape; ``config``
-    sets further fields of its transformers config (e.g. the token ids)."""
-    import transformers
-
-    from experiments.plan.estimate import hf_config
-
-    hf = hf_config(arch)
-    for key, value in config.items():
-        setattr(hf, key, value)
-    torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(hf)
-
-
 def tiny_vit():
     """A randomly initialised (seed 0) ViT: width 24, one layer, 8-pixel patches of 32-pixel
     images (other sizes by interpolated position embeddings)."""

@@ -1,84 +1,24 @@
-"""Each paper's smoke configuration: its default shrunk to seconds, in one process (the
-worker pools' spawn costs more than the work at this size; the empty-cache repeat in
-tests/test_papers.py runs them with two workers and must print the same metrics). Tests add
-their own ``paths.cache_dir`` so every run starts from an empty cache."""
+"""Each paper's smoke configuration: ``scale=smoke`` (conf/papers/<key>/scale/smoke.yaml),
+its default shrunk to seconds, in one process (the worker pools' spawn costs more than the
+work at this size; the empty-cache repeat in tests/test_papers.py runs them with two workers
+and must print the same metrics). Tests add their own ``paths.cache_dir`` so every run
+starts from an empty cache, and further overrides after these (the command line wins)."""
 
 from __future__ import annotations
 
-SMOKE: dict[str, list[str]] = {
-    "ditherq": ["+paper=ditherq", "protocol.n_trials=3", "protocol.bits=[1,2]",
-                "protocol.timing_dims=[64]", "protocol.timing_repeats=2", "dataset.dim=64",
-                "dataset.n_random=2"],
-    "cfbeam": ["+paper=cfbeam", "dataset.train_examples=3000", "dataset.max_digits=2",
-               "model.steps=60", "model.batch_size=32", "model.min_held_out_accuracy=null",
-               "dataset.horizons=[1,2]", "dataset.prompts_per_horizon=3",
-               "protocol.tree.coverages=[4,8]", "protocol.tree.trials=8",
-               "protocol.tree.reward_noise=[0.0]", "protocol.tree.bootstrap=5",
-               "protocol.tree.bon_hard_steps=[1,2]"],
-    "ctxflow": ["+paper=ctxflow", "protocol.seeds=2", "protocol.n_values=[16,64,256]",
-                "protocol.depths=[1,4]", "protocol.dims=[2,4]", "protocol.dim_study_dims=[2,4]",
-                "protocol.dim_study_n=64", "protocol.wasserstein_max_n=64",
-                "method.gd_steps=10"],
-    "dpcert": ["+paper=dpcert", "dataset.max_test=40", "method.partitions=10",
-               "method.dpa_steps=40", "method.dpa_noise_draws=4", "method.dpsgd_models=30",
-               "method.dpsgd_steps=20", "protocol.r_values_dpa=[0,1]",
-               "protocol.r_values_dpsgd=[0,1]", "protocol.radii=[0.0,0.2]"],
-    "jecs": ["+paper=jecs", "protocol.repetitions=8", "dataset.n_items=500",
-             "method.n_boot=20"],
-    "rankcomp": ["+paper=rankcomp", "dataset.instances=2", "dataset.n_voters=30",
-                 "protocol.stress.instances=1", "protocol.stress.n_voters=100",
-                 "protocol.impossibility.tries=5", "protocol.timing.n_values=[20,40]",
-                 "protocol.timing.m_values=[4]"],
-    "sparseshap": ["+paper=sparseshap", "dataset.sparse.n=60", "protocol.repetitions=3",
-                   "dataset.real.source=diabetes", "dataset.real.explicands=3",
-                   "protocol.scaling.n_values=[30,60]", "protocol.scaling.s_values=[2,3]",
-                   "protocol.scaling.seeds=2", "protocol.real_budget_multiples=[2,5]",
-                   "protocol.scaling.repetitions=2", "protocol.scaling.budgets=[32,128,512]"],
-    "sufexplain": ["+paper=sufexplain", "dataset.samples=600", "protocol.points=4",
-                   "protocol.epochs=3", "method.hidden=[4]"],
-    "tps": ["+paper=tps", "dataset.n=600", "method.n_bootstrap=100",
-            "protocol.censoring_design.n=600"],
-    "viptc": ["+paper=viptc", "protocol.seeds=1", "protocol.epochs=1", "dataset.pretrain_ids=6",
-              "dataset.train_ids=6", "dataset.test_ids=4", "dataset.images_per_id=4",
-              "protocol.arms=[finetune,sptc,both]", "protocol.ids_per_batch=3",
-              "protocol.per_modality=2", "protocol.workers=1"],
-    "protofmri": ["+paper=protofmri", "dataset.train_images=200", "dataset.test_images=80",
-                  "dataset.voxels=30", "protocol.synthesis_images=10", "method.prototypes=12",
-                  "method.candidates=30", "protocol.image_synthesis_images=2",
-                  "protocol.image_synthesis_steps=5"],
-    "directsynth": ["+paper=directsynth", "dataset.domains=[miconic,blocksworld]",
-                    "dataset.training_tasks=4", "dataset.test_tasks=2",
-                    "method.relaxed_features=false",
-                    "protocol.baseline_programs=5", "method.max_programs=10", "protocol.workers=1"],
-    "gscoreset": ["+paper=gscoreset", "dataset.gaussians=400", "dataset.size=24",
-                  "dataset.prescribed_views=4", "dataset.novel_views=4",
-                  "protocol.budgets=[0.1,0.2]", "protocol.finetune_steps=3",
-                  "protocol.guarantee.gaussians=100", "protocol.guarantee.trials=10",
-                  "protocol.guarantee.size=12"],
-    "glycandock": ["+paper=glycandock", "dataset.families=6", "dataset.held_out_families=2",
-                   "dataset.topologies=24", "dataset.max_residues=3",
-                   "dataset.train_complexes=60", "dataset.test_complexes=16",
-                   "protocol.epochs=2",
-                   "protocol.arms=[base,topology,energy,both,chi_minimum]",
-                   "protocol.export_protenix=2"],
-    "proprio": ["+paper=proprio", "protocol.generator.steps=30", "protocol.conditions=2",
-                "protocol.samples_per_condition=16", "protocol.eval_clips=40",
-                "protocol.discriminator_clips=100", "protocol.refine.steps=2",
-                "protocol.sampler_steps=4"],
-    "mpopd": ["+paper=mpopd", "dataset.train_examples=2000", "dataset.max_digits=2",
-              "model.steps=50", "student.steps=25", "model.min_held_out_accuracy=null",
-              "protocol.steps=3", "protocol.eval_prompts=16", "protocol.eval_every=2",
-              "protocol.curve_prompts=8", "method.prompts_per_step=4",
-              "method.group_size=2", "method.head_refresh_every=2",
-              "method.head_refresh_steps=1", "method.anneal=true"],
-    "proteinopd": ["+paper=proteinopd", "model.steps=20", "protocol.teacher_steps=6",
-                   "protocol.opd_steps=4", "protocol.rl_steps=6", "protocol.eval_samples=16",
-                   "protocol.pareto_weights=[0.0,1.0]", "protocol.front_kl_betas=[0.2,1.0]",
-                   "dataset.sequences=300"],
-    "prohind": ["+paper=prohind", "method.predictor=token", "dataset.train_examples=2000",
-                "dataset.digits=[1,2]", "model.steps=60", "model.min_held_out_accuracy=null",
-                "protocol.steps=3", "protocol.lambdas=[1.0]", "protocol.eval_prompts=16",
-                "method.prompts_per_step=2", "method.group_size=4"],
-}
+from experiments.runner.cli import scale_override
+from experiments.runner.registry import known_papers
+
+from .conftest import ROOT
+
+
+def smoke(key: str) -> list[str]:
+    """The overrides that select ``key`` at ``scale=smoke``."""
+    return scale_override([f"+paper={key}", "scale=smoke"], [key])
+
+
 # gcad's smoke run needs a chat model built by its test module (tests/test_gcad.py runs it
-# twice there).
+# twice there), so it has no preset.
+SMOKE: dict[str, list[str]] = {
+    key: smoke(key) for key in known_papers()
+    if (ROOT / "conf" / "papers" / key / "scale" / "smoke.yaml").is_file()}

@@ -218,8 +218,7 @@ def test_frontier_matches_a_full_grid_scan():
 
 
 def _small_lm_overrides(cache, steps=60, floor="null"):
-    keep = [o for o in SMOKE["cfbeam"] if not o.startswith(("model.steps", "model.min_held"))]
-    return [*keep, f"model.steps={steps}", f"model.min_held_out_accuracy={floor}",
+    return [*SMOKE["cfbeam"], f"model.steps={steps}", f"model.min_held_out_accuracy={floor}",
             f"paths.cache_dir={cache}"]
 
 

@@ -9,19 +9,16 @@ generation, training) stay. ``-m gpu``: the real sizes on CUDA (``make gpu-smoke
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from experiments.plan.estimate import GIB, GPUS, Setup, estimate
+from experiments.plan.shapes import model_architecture, random_causal_lm, shrunk
 from experiments.runner.cli import scale_override
-from experiments.schemas.shared import Architecture, Workload
 
-from .conftest import ROOT, model_arch, run_paper
+from .conftest import ROOT, run_paper
 from .miniatures import (
-    random_causal_lm,
     tiny_vit,
     tiny_wan_pipeline,
     write_nsd,
@@ -29,15 +26,6 @@ from .miniatures import (
 )
 
 pytestmark = pytest.mark.slow  # real-model code paths, 10-40 s each: make test-slow
-
-
-def shrunk(arch: Architecture, vocab: int) -> Architecture:
-    """The same family and embedding tying, two layers of width 64, GQA kept."""
-    grouped = (arch.kv_heads or arch.heads) < arch.heads
-    return Architecture(family=arch.family, layers=2, hidden=64, heads=4,
-                        kv_heads=2 if grouped else None, head_dim=16, intermediate=128,
-                        vocab=vocab, tied_embeddings=arch.tied_embeddings,
-                        max_positions=2048, source="test")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +45,7 @@ def tiny(tokenizer, tmp_path_factory):
 
     def build(name: str, folder: str = "conf/model") -> Path:
         if name not in made:
-            model = random_causal_lm(shrunk(model_arch(name, folder), len(tokenizer)),
+            model = random_causal_lm(shrunk(model_architecture(name, folder), len(tokenizer)),
                                      pad_token_id=tokenizer.eos_token_id,
                                      eos_token_id=tokenizer.eos_token_id)
             made[name] = tmp_path_factory.mktemp(name)
@@ -71,18 +59,9 @@ def tiny(tokenizer, tmp_path_factory):
 @pytest.fixture(scope="module")
 def gsm8k_folder(tmp_path_factory) -> Path:
     """GSM8K's layout (config main, question / answer with '#### n') in a local folder."""
-    root = tmp_path_factory.mktemp("gsm8k")
-    (root / "main").mkdir()
-    rows = [{"question": f"What is {a} plus {a + 1}?", "answer": f"#### {2 * a + 1}"}
-            for a in range(8)]
-    for split in ("train", "test"):
-        (root / "main" / f"{split}.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
-    (root / "README.md").write_text(
-        "---\nconfigs:\n- config_name: main\n  data_files:\n"
-        "  - split: train\n    path: main/train.jsonl\n"
-        "  - split: test\n    path: main/test.jsonl\n---\n")
-    return root
+    from experiments.plan.device_check import write_gsm8k_layout
+
+    return write_gsm8k_layout(tmp_path_factory.mktemp("gsm8k"))
 
 
 def run_preset(key: str, overrides: list[str], tmp_path: Path) -> dict:
@@ -212,30 +191,8 @@ def test_real_size_qwen3_steps_within_the_plan(name):
     """Random-initialised weights of the real shape in bfloat16: three AdamW steps at
     micro-batch 2 x 1024 tokens with checkpointing, then 64 sampled tokens; peak memory and
     tokens/s printed beside make plan's estimate (and memory within 30% of it)."""
-    arch = model_arch(name)
-    model = random_causal_lm(arch).to("cuda", torch.bfloat16)
-    model.gradient_checkpointing_enable()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    work = Workload(model="model", role="train", steps=3, batch=2, micro_batch=2,
-                    seq_len=1024, checkpointing=True)
-    plan = estimate(name, arch, work, Setup(GPUS["h100-80gb"], 1, "bf16_true", "none"))
-    torch.cuda.reset_peak_memory_stats()
-    ids = torch.randint(0, arch.vocab, (2, 1024), device="cuda")
-    start = time.perf_counter()
-    for _ in range(3):
-        model(input_ids=ids, labels=ids).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    train_tps = 3 * ids.numel() / (time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated() / GIB
-    model.eval()
-    start = time.perf_counter()
-    with torch.no_grad():
-        model.generate(ids[:, :32], max_new_tokens=64, do_sample=True, min_new_tokens=64)
-    torch.cuda.synchronize()
-    sample_tps = 2 * 64 / (time.perf_counter() - start)
-    print(f"{name}: peak {peak:.1f} GiB (plan {plan.total / GIB:.1f}); training "
-          f"{train_tps:.0f} tokens/s (plan {3 * 2048 / plan.seconds:.0f}); sampling "
-          f"{sample_tps:.0f} tokens/s at batch 2")
-    assert peak == pytest.approx(plan.total / GIB, rel=0.3)
+    from experiments.plan.device_check import measure_lm_steps
+
+    m = measure_lm_steps(name, model_architecture(name), "cuda")
+    print(m)
+    assert m["peak_gib"] == pytest.approx(m["plan_gib"], rel=0.3)

@@ -19,11 +19,11 @@ from experiments.plan.estimate import (
     lora_parameters,
     parameter_count,
 )
+from experiments.plan.shapes import model_architecture, random_causal_lm
 from experiments.runner.registry import known_papers
 from experiments.schemas.shared import Architecture, Workload
 
-from .conftest import ROOT, model_arch
-from .miniatures import random_causal_lm
+from .conftest import ROOT
 
 # (model file, published count, embeddings excluded?) from the Qwen3 technical report
 # (Table 1: 0.44B, 1.4B, 3.6B, 6.95B non-embedding), the Qwen2.5 report (7.61B), the Llama
@@ -36,7 +36,7 @@ PUBLISHED = [("qwen3-0.6b", 0.44e9, True), ("qwen3-1.7b", 1.4e9, True),
 
 @pytest.mark.parametrize("name,published,non_embedding", PUBLISHED)
 def test_parameter_counts_match_the_published_figures(name, published, non_embedding):
-    arch = model_arch(name)
+    arch = model_architecture(name)
     count = parameter_count(arch)
     if non_embedding:
         count -= arch.vocab * arch.hidden * (1 if arch.tied_embeddings else 2)
@@ -190,7 +190,7 @@ def test_an_unknown_gpu_or_scale_is_one_line(capsys):
 
 
 def test_memory_scales_down_with_sharding():
-    arch = model_arch("qwen3-4b")
+    arch = model_architecture("qwen3-4b")
     work = _work(micro_batch=1, seq_len=1024, checkpointing=True)
     one = estimate("m", arch, work, Setup(GPUS["h100-80gb"], 1, "bf16_true", "none"))
     eight = estimate("m", arch, work, Setup(GPUS["h100-80gb"], 8, "bf16_true", "fsdp"))

@@ -227,9 +227,8 @@ def test_traced_costs_count_what_each_method_runs():
 def _small(tmp_path, front_kl_betas: str = "[]"):
     """The smoke configuration on the full corpus size, without the designability front
     unless asked for (the smoke run covers it)."""
-    keep = [o for o in SMOKE["proteinopd"]
-            if not o.startswith(("dataset.sequences", "protocol.front_kl_betas"))]
-    return [*keep, f"protocol.front_kl_betas={front_kl_betas}",
+    return [*SMOKE["proteinopd"], "dataset.sequences=3000",
+            f"protocol.front_kl_betas={front_kl_betas}",
             f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
