@@ -19,8 +19,8 @@ from experiments.claims import (
     ClaimSyntaxError,
     all_papers,
     check_claims,
-    combine,
     evaluate,
+    judge,
     metric_names,
     paper_info,
     paper_verdict,
@@ -80,30 +80,20 @@ def test_metric_names_and_unknown_names_name_the_paper_and_the_claim():
         check_claims("demo", claims, {"a": 1.0})
     with pytest.raises(UserError, match="paper demo, claim bad: expected more"):
         check_claims("demo", [{"id": "bad", "holds_if": "a +"}])
-    with pytest.raises(UserError, match="mean_ci needs one comparison"):
-        check_claims("demo", [{"id": "two", "holds_if": "a > 1 and b > 1",
-                               "over_seeds": "mean_ci"}])
 
 
-# -- how seeds combine ------------------------------------------------------------------------
+# -- the rules: how seeds become a verdict ---------------------------------------------------
 
-def test_all_holds_at_every_seed_and_is_contradicted_by_a_majority():
-    runs = [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 0, "b": 1}]
-    verdict = combine("a > b", "all", runs)
-    assert verdict.verdict == INCONCLUSIVE and verdict.detail == "holds at 2 of 3 seeds, fails at 1"
-    assert verdict.per_seed == [True, True, False]
-    assert combine("a > b", "all", runs[:2]).verdict == HOLDS
-    against = combine("a > b", "all", runs[2:] + runs[2:] + runs[:1])
-    assert against.verdict == CONTRADICTED and against.detail == "fails at 2 of 3 seeds"
-    assert combine("a > b", "all", runs[2:]).verdict == CONTRADICTED  # one seed, failed
+def claim(text, rule="compare", **extra):
+    return {"holds_if": text, "rule": rule, **extra}
 
 
-def test_mean_ci_uses_the_paired_t_interval_of_scipy():
+def test_compare_uses_the_paired_t_interval_of_scipy():
     from scipy import stats
 
     diffs = [1.0, 1.1, 0.9]
     runs = [{"a": 1.0 + d, "b": 1.0} for d in diffs]
-    verdict = combine("a > b", "mean_ci", runs)
+    verdict = judge(claim("a > b"), runs)
     low, high = stats.t.interval(0.95, len(diffs) - 1, loc=sum(diffs) / 3,
                                  scale=stats.sem(diffs))
     assert verdict.verdict == HOLDS
@@ -111,22 +101,22 @@ def test_mean_ci_uses_the_paired_t_interval_of_scipy():
     assert verdict.effect.mean == pytest.approx(1.0)
     assert verdict.effect.relative_mean == pytest.approx(1.0)  # a - b over |b| = 1
     # the same differences read against a < b: the interval is on the other side
-    assert combine("a < b", "mean_ci", runs).verdict == CONTRADICTED
+    assert judge(claim("a < b"), runs).verdict == CONTRADICTED
 
 
-def test_one_seed_where_the_condition_held_is_inconclusive_never_false():
-    verdict = combine("a > b", "mean_ci", [{"a": 0.582, "b": 0.484}])
-    assert verdict.verdict == INCONCLUSIVE and "at least two seeds" in verdict.detail
+def test_one_seed_is_inconclusive_never_false():
+    verdict = judge(claim("a > b"), [{"a": 0.582, "b": 0.484}])
+    assert verdict.verdict == INCONCLUSIVE and "needs at least two" in verdict.detail
+    assert judge(claim("a > b"), [{"a": 0.3, "b": 0.484}]).verdict == INCONCLUSIVE
     assert verdict.effect.mean == pytest.approx(0.098)
 
 
-def test_consistent_but_underpowered_is_inconclusive_with_the_seeds_it_needs():
+def test_three_positive_seeds_with_an_interval_across_0_do_not_hold():
     """glycandock's case: +0.15, +0.05, +0.20 at every seed, an interval that spans 0."""
     runs = [{"a": d, "b": 0.0} for d in (0.15, 0.05, 0.20)]
-    verdict = combine("a > b", "mean_ci", runs)
-    assert verdict.verdict == INCONCLUSIVE and "spans 0" in verdict.detail
-    assert verdict.seeds_needed == 4 and "4 seeds" in verdict.detail
-    assert combine("a > b", "all", runs).verdict == HOLDS  # every seed, by the other rule
+    verdict = judge(claim("a > b"), runs)
+    assert all(verdict.per_seed) and verdict.verdict == INCONCLUSIVE
+    assert "spans 0" in verdict.detail and verdict.seeds_needed == 4
     # the seed count is the smallest n whose t-interval at this mean and sd clears 0
     from scipy import stats
 
@@ -136,26 +126,116 @@ def test_consistent_but_underpowered_is_inconclusive_with_the_seeds_it_needs():
         assert clears == (n >= seeds_needed(mean, sd))
 
 
-def test_consistent_negative_seeds_contradict_and_a_clear_effect_holds():
-    negative = [{"a": d, "b": 0.0} for d in (-0.30, -0.25, -0.35)]
-    assert combine("a > b", "mean_ci", negative).verdict == CONTRADICTED
-    clear = [{"a": d, "b": 0.0} for d in (0.30, 0.25, 0.35)]
-    assert combine("a > b", "mean_ci", clear).verdict == HOLDS
-    assert combine("a > b", "mean_ci", [{"a": 1, "b": 1}] * 3).seeds_needed is None
+def test_ties_and_one_win_are_inconclusive_not_contradicted():
+    """directsynth's hill_climbing_solves: two tied seeds and one win, whichever operator."""
+    runs = [{"a": 0.2, "b": 0.2}, {"a": 0.2, "b": 0.2}, {"a": 0.2 + 1 / 30, "b": 0.2}]
+    for op in (">", ">="):
+        for test in ("interval", "sign"):
+            assert judge(claim(f"a {op} b", test=test), runs).verdict == INCONCLUSIVE
+    tied = judge(claim("a > b"), runs[:2])
+    assert tied.verdict == INCONCLUSIVE and "tied at all 2 seeds" in tied.detail
+    assert judge(claim("a > b"), [{"a": 1, "b": 1}] * 3).seeds_needed is None
+
+
+def test_the_sign_test_is_scipys_on_the_untied_seeds():
+    from scipy.stats import binomtest
+
+    runs = [{"a": 1.0, "b": 0.0}] * 9 + [{"a": 0.0, "b": 0.0}] * 2 + [{"a": 0.0, "b": 1.0}]
+    verdict = judge(claim("a > b", test="sign"), runs)
+    p = binomtest(9, 10, 0.5).pvalue
+    assert verdict.verdict == HOLDS and f"p = {p:.3g}" in verdict.detail
+    behind = [{"a": b["b"], "b": b["a"]} for b in runs]
+    assert judge(claim("a > b", test="sign"), behind).verdict == CONTRADICTED
+
+
+def test_exact_checks_count_seeds_and_one_failure_is_a_counterexample():
+    runs = [{"n": 0}, {"n": 0}, {"n": 1}]
+    verdict = judge(claim("n == 0", "exact"), runs)
+    assert verdict.verdict == CONTRADICTED and "1/3" in verdict.detail
+    assert judge(claim("n == 0", "exact"), runs[:2]).verdict == HOLDS
+
+
+def test_an_existential_counterexample_at_6_of_10_seeds_holds_and_none_is_never_false():
+    runs = [{"ranks": 0}] * 6 + [{"ranks": 1}] * 4
+    verdict = judge(claim("ranks == 0", "exists"), runs)
+    assert verdict.verdict == HOLDS and "6/10" in verdict.detail
+    none = judge(claim("ranks == 0", "exists"), [{"ranks": 1}] * 10)
+    assert none.verdict == INCONCLUSIVE and "not shown" in none.detail
+
+
+def test_an_equivalence_well_inside_its_margin_holds_at_9_of_10_seeds():
+    """ditherq's rht_matches_dense: the ratio's excess over 1 within a 0.1 margin, 9 seeds
+    under it and one over."""
+    ratios = [1.02, 1.04, 1.03, 1.05, 1.01, 1.04, 1.03, 1.02, 1.06, 1.12]
+    verdict = judge(claim("r <= 1", "equivalence", margin=0.1), [{"r": r} for r in ratios])
+    assert verdict.verdict == HOLDS and verdict.effect.level == 0.9
+    far = judge(claim("r <= 1", "equivalence", margin=0.1), [{"r": 1.3 + r / 100}
+                                                              for r in range(10)])
+    assert far.verdict == CONTRADICTED
+
+
+def test_equivalence_agrees_with_statsmodels_two_one_sided_tests():
+    import numpy as np
+    from statsmodels.stats.weightstats import ttost_paired
+
+    rng = np.random.default_rng(0)
+    for shift in (0.0, 0.3, 0.6, 0.9, 1.5):
+        a, b = rng.normal(shift, 0.5, 6), rng.normal(0.0, 0.1, 6)
+        p = ttost_paired(a, b, -1.0, 1.0)[0]
+        runs = [{"a": x, "b": y} for x, y in zip(a, b, strict=True)]
+        verdict = judge(claim("a == b", "equivalence", margin=1.0), runs)
+        assert (verdict.verdict == HOLDS) == (p < 0.05), (shift, p, verdict.detail)
+
+
+def test_instances_combine_by_random_effects_and_equal_counts_give_the_t_interval():
+    """Per-seed paired instances: the Hartung-Knapp interval of statsmodels' random-effects
+    combination; with equal instance counts and spreads, the per-seed means' t-interval."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    spread = rng.standard_normal(20)  # the same instance spread at every seed
+    pairs = [[(float(m + e), 0.0) for e in spread] for m in (0.5, 0.9, 0.7)]
+    runs = [{"a": float(np.mean([x for x, _ in p])), "b": 0.0} for p in pairs]
+    combined = judge(claim("a > b"), runs, pairs)
+    plain = judge(claim("a > b"), runs)
+    assert combined.effect.instances == [20, 20, 20] and "paired instances" in combined.detail
+    for end in ("mean", "low", "high"):
+        assert getattr(combined.effect, end) == pytest.approx(getattr(plain.effect, end))
+    # unequal spreads weigh the seeds: a seed measured on noisier instances counts less
+    noisy = [pairs[0], [(0.9 + 10 * e, 0.0) for e in spread], pairs[2]]
+    weighted = judge(claim("a > b"), runs, noisy)
+    assert weighted.effect.mean < plain.effect.mean  # toward the other seeds' 0.5 and 0.7
+
+
+def test_conjunctions_name_the_comparison_that_decided_them():
+    runs = [{"a": 1.0 + d, "b": 0.5, "c": 1.5} for d in (0.01, 0.02, 0.03)]
+    verdict = judge(claim("a > b and a > c"), runs)
+    assert verdict.verdict == CONTRADICTED and "1 of 2 comparisons hold" in verdict.detail
+    assert verdict.effect.label == "a - c" and len(verdict.parts) == 2
 
 
 def test_effects_are_signed_toward_the_claim():
-    assert combine("x >= 7", "all", [{"x": 9}]).effect.mean == 2  # margin to the threshold
-    assert combine("x <= 7", "all", [{"x": 9}]).effect.mean == -2
-    assert combine("x == 1", "all", [{"x": 1.5}]).effect.mean == -0.5
-    both = combine("a > 1 and b > 10", "all", [{"a": 1.5, "b": 11}]).effect
-    assert both.label == "b - 10" and both.relative_mean == pytest.approx(0.1)  # binding
-    assert combine("a > 0", "all", [{"a": 3}]).effect.relative_per_seed is None
+    assert judge(claim("x >= 7"), [{"x": 9}]).effect.mean == 2  # margin to the threshold
+    assert judge(claim("x <= 7"), [{"x": 9}]).effect.mean == -2
+    assert judge(claim("x == 1", "exact"), [{"x": 1.5}]).effect.mean == -0.5
+    assert judge(claim("a > 0"), [{"a": 3}]).effect.relative_per_seed is None
+
+
+@pytest.mark.parametrize("bad,message", [
+    (claim("a == b"), "compare needs directional"),
+    (claim("a > b", "equivalence"), "needs a margin"),
+    (claim("a > b", margin=0.1), "margin belongs to rule equivalence"),
+    (claim("a > b", "exact", test="sign"), "compare rule only"),
+    (claim("a > b", "all"), "unknown rule"),
+])
+def test_a_rule_that_does_not_fit_its_condition_is_refused(bad, message):
+    with pytest.raises(UserError, match=message):
+        check_claims("demo", [{"id": "c", **bad}])
 
 
 def test_untestable_and_unrun_claims_never_hold():
-    assert combine(None, "all", [{"a": 1}]).verdict == NOT_TESTED
-    assert combine("a > 0", "all", []).verdict == NOT_RUN
+    assert judge(claim(None), [{"a": 1}]).verdict == NOT_TESTED
+    assert judge(claim("a > 0"), []).verdict == NOT_RUN
     assert paper_verdict([HOLDS, HOLDS]) == HOLDS
     assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]) == "holds (2 of 3 tested)"
     assert paper_verdict([HOLDS, INCONCLUSIVE]) == "partial"
@@ -212,11 +292,12 @@ def _png(path: Path) -> None:
 
 
 def report_fixture(root: Path) -> Path:
-    """tps at seeds 0 and 1 (one metric differs), a failed rankcomp, a non-default tps run."""
+    """tps at seeds 0 and 1 (an exact check fails at seed 1), a failed rankcomp, a
+    non-default tps run."""
     for seed, gap in ((0, 0.01), (1, 0.02)):
         run = root / "tps" / f"seed{seed}"
         run.mkdir(parents=True)
-        metrics = {"tps_oracle_first_all": 1, "ranks_oracle_first_ece": 0,
+        metrics = {"tps_oracle_first_all": 1 - seed, "ranks_oracle_first_ece": 0,
                    "ranks_oracle_first_auroc": 0, "ranks_oracle_first_scalar_brier": 1,
                    "tps_gap_constant_vs_oracle": gap, "tps_change_under_recalibration": 0.05,
                    "auroc_change_under_recalibration": 0.0,
@@ -247,11 +328,13 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
     papers = {p["key"]: p for p in papers}
     assert unplaced == []
     tps = papers["tps"]
-    assert tps["verdict"] == CONTRADICTED  # scalar_brier_not_proper fails at both seeds
+    assert tps["verdict"] == CONTRADICTED  # the exact check fails at seed 1
     verdicts = {c["id"]: c["verdict"] for c in tps["claims"]}
-    assert verdicts == {"tps_strictly_proper": HOLDS, "ece_not_proper": HOLDS,
-                        "auroc_not_proper": HOLDS, "scalar_brier_not_proper": CONTRADICTED,
-                        "constant_predictor_penalized": HOLDS,
+    # no counterexample for the scalarized Brier score at either seed: not shown, not false;
+    # the constant predictor's gap at two seeds: an interval across 0
+    assert verdicts == {"tps_strictly_proper": CONTRADICTED, "ece_not_proper": HOLDS,
+                        "auroc_not_proper": HOLDS, "scalar_brier_not_proper": INCONCLUSIVE,
+                        "constant_predictor_penalized": INCONCLUSIVE,
                         "recalibration_moves_tps_not_ranks": HOLDS,
                         "censoring_changes_verdict": HOLDS}
     assert tps["headline"]["mean"] == pytest.approx(0.015)

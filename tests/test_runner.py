@@ -172,7 +172,7 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
              "extraction_turns", "user_turns", "primary_metrics", "metric", "over", "abstract",
-             "note"}
+             "note", "margin_reason", "stand_in"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():
@@ -523,14 +523,14 @@ def test_sweep_summary_judges_each_claim_per_configuration_over_its_seeds(tmp_pa
         (job / "results.json").write_text(json.dumps({
             "overrides": ["+paper=x", f"protocol.steps={steps}", f"seed={seed}"],
             "metrics": {"rho": value}}))
-    claims = [{"id": "tracks", "holds_if": "rho > 0", "over_seeds": "mean_ci"},
-              {"id": "each_seed", "holds_if": "rho > 0.55", "over_seeds": "all"},
+    claims = [{"id": "tracks", "holds_if": "rho > 0", "rule": "compare"},
+              {"id": "each_seed", "holds_if": "rho > 0.55", "rule": "exact"},
               {"id": "real_scale", "holds_if": None}]
     summarize_sweep(tmp_path, {"rho": True}, claims=claims)
     rows = {r["protocol.steps"]: r for r in csv.DictReader(open(tmp_path / "summary.csv"))}
     # steps=1: differences 0.5, 0.7, 0.6 have a t-interval above 0; steps=2 straddles it
     assert rows["1"]["claim_tracks"] == "holds" and rows["2"]["claim_tracks"] == "inconclusive"
-    assert rows["1"]["claim_each_seed"] == "inconclusive"  # 0.5 at seed 0, a minority
+    assert rows["1"]["claim_each_seed"] == "contradicted"  # 0.5 at seed 0: exact fails there
     assert rows["2"]["claim_each_seed"] == "contradicted"  # fails at 3 of 3
     assert rows["1"]["claim_real_scale"] == "not tested here"
     assert "claim_tracks" in (tmp_path / "summary.md").read_text()

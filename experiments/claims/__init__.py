@@ -9,20 +9,22 @@ from experiments.claims.verdicts import (
     HOLDS,
     INCONCLUSIVE,
     JUDGED,
+    NOT_APPLICABLE,
     NOT_RUN,
     NOT_TESTED,
     PARTIAL,
+    RULES,
     Effect,
     Verdict,
     check_claims,
-    combine,
+    judge,
     paper_verdict,
     seeds_needed,
 )
 
 __all__ = [
-    "CONTRADICTED", "HOLDS", "INCONCLUSIVE", "JUDGED", "NOT_RUN", "NOT_TESTED", "PARTIAL",
-    "ClaimSyntaxError", "Effect", "Verdict", "all_papers", "check_claims", "combine",
-    "evaluate", "is_default", "metric_names", "paper_claims", "paper_info", "paper_verdict",
-    "parse", "seeds_needed",
+    "CONTRADICTED", "HOLDS", "INCONCLUSIVE", "JUDGED", "NOT_APPLICABLE", "NOT_RUN",
+    "NOT_TESTED", "PARTIAL", "RULES", "ClaimSyntaxError", "Effect", "Verdict", "all_papers",
+    "check_claims", "evaluate", "is_default", "judge", "metric_names", "paper_claims",
+    "paper_info", "paper_verdict", "parse", "seeds_needed",
 ]

@@ -23,7 +23,7 @@ def all_papers() -> list[str]:
 
 
 def paper_claims(cfg: DictConfig) -> list[dict]:
-    """``paper.claims`` of a composed config as plain dicts (``over_seeds`` as its name)."""
+    """``paper.claims`` of a composed config as plain dicts (``rule`` and ``test`` as names)."""
     claims = OmegaConf.select(cfg, "paper.claims")
     if claims is None or OmegaConf.is_missing(cfg.paper, "claims"):
         return []

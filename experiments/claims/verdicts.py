@@ -1,21 +1,32 @@
-"""How a claim's condition, judged at each seed, becomes one verdict with its effect.
+"""How a claim's condition, measured at each seed, becomes one verdict with its effect.
 
-Three outcomes for a tested claim, so that "not shown" never reads as "false":
+Each claim declares its **rule** (``rule:`` in ``paper.claims``), one per kind of claim, so
+that the evidence a verdict needs is the same across papers (docs/verdicts.md says why each
+rule is what it is and measures its error rates by simulation, ``simulate.py``):
 
-- **holds**: ``all``: the condition holds at every seed; ``mean_ci``: the paired difference's
-  two-sided 95% t-interval over seeds lies on the claimed side of 0;
-- **contradicted**: the evidence is against it: ``all``: the condition fails at a majority of
-  the seeds; ``mean_ci``: the interval lies on the other side of 0;
-- **inconclusive**: anything else (mixed seeds, an interval that spans 0, one seed for
-  ``mean_ci``); the detail says why and, for an interval, how many seeds the observed effect
-  and spread would need for it to clear 0.
+- ``compare``, a directional comparison (``a > b``, ``x >= 7``; a conjunction of them): each
+  comparison's paired effect gets a two-sided 95% interval, the t-interval over seeds, or,
+  where the run wrote the per-instance values of both arms, a random-effects combination of
+  the per-seed paired means (Paule-Mandel between-seed variance, Hartung-Knapp interval).
+  **holds** when the interval lies above 0,
+  **contradicted** when it lies below, **inconclusive** otherwise, so ties never count
+  against a claim. ``test: sign`` (a coarse metric, e.g. a share of 10 tasks) decides by the
+  exact two-sided binomial test on the seeds whose values differ instead;
+- ``exact``, an identity or a count that must be 0 (k of n seeds, shown as k/n): holds at
+  n of n, contradicted at any seed where it fails (a failure is a verified counterexample);
+- ``equivalence`` ("matches", "keeps", "no worse"), with a declared ``margin``: ``a == b``
+  holds when the 90% interval of ``a - b`` lies inside (-margin, +margin) (two one-sided
+  5% tests), ``a >= b`` (``a <= b``) when its lower (upper) end clears -margin (+margin);
+  contradicted when the interval lies wholly beyond the margin on the other side;
+- ``exists`` ("not always", "does not elicit", "can change"): holds when a verified instance
+  was found at any seed; otherwise not shown (inconclusive), never contradicted.
 
-Every judged claim also gets an **effect** with its interval over seeds, signed so that a
-positive effect is on the claimed side: for ``a > b`` the paired difference ``a - b``, for a
-threshold ``x >= 7`` the margin ``x - 7``, for ``x == c`` minus the distance ``|x - c|``; of a
-conjunction, its binding comparison (the smallest relative margin). The relative effect
-divides by the right-hand side's size where it is not 0, so that claims of different scales
-share one axis in the report's forest plot.
+"Contradicted" always means that the interval (or the test) points the other way. A
+conjunction holds when every comparison does, is contradicted when one is, and names the
+comparisons that decided it. Every judged claim gets an **effect** signed so that a positive
+value is on the claimed side (``a - b`` for ``a > b``, ``x - 7`` for ``x >= 7``; for a
+conjunction the comparison that decided the verdict); the relative effect divides by the
+right-hand side's size where it is not 0.
 
 A claim with ``sanity: true`` is an identity or a property of the implementation (a check
 that cannot fail when the code is right): it is judged and shown, but does not count toward
@@ -24,6 +35,7 @@ the paper's verdict.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,60 +51,81 @@ from experiments.claims.language import (
 )
 
 HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
-NOT_TESTED, NOT_RUN = "not tested here", "not run"
+NOT_TESTED, NOT_RUN, NOT_APPLICABLE = "not tested here", "not run", "not applicable here"
 JUDGED = (HOLDS, CONTRADICTED, INCONCLUSIVE)
 PARTIAL = "partial"
+RULES = ("compare", "exact", "equivalence", "exists")
+TESTS = ("interval", "sign")
 MAX_SEEDS_NEEDED = 1000
-INTERVAL_COMPARISONS = ("<", "<=", ">", ">=")
+ORDERED = ("<", "<=", ">", ">=")
+ALPHA = 0.05
 
 
 @dataclass
 class Effect:
-    """A claim's effect over seeds, positive on the claimed side."""
+    """One comparison's effect over seeds, positive on the claimed side, and its interval:
+    the t-interval of the per-seed values, or (``instances``) the random-effects one."""
 
     label: str  # what is measured, e.g. "a - b" or "x - 7"
     per_seed: list[float]
     relative_per_seed: list[float] | None  # divided by |right-hand side|; None where it is 0
+    level: float = 0.95  # of the interval (0.90 for an equivalence's two one-sided tests)
+    instances: list[int] | None = None  # per seed, where the interval combines instances
     mean: float = 0.0
-    low: float | None = None  # the two-sided 95% t-interval (None with one seed)
+    low: float | None = None  # None with one seed
     high: float | None = None
     relative_mean: float | None = None
     relative_low: float | None = None
     relative_high: float | None = None
+    method: str = ""
 
     def __post_init__(self):
-        self.mean, self.low, self.high = mean_interval(self.per_seed)
+        self.mean, self.low, self.high = mean_interval(self.per_seed, self.level)
+        self.method = f"t over {len(self.per_seed)} seeds"
         if self.relative_per_seed is not None:
             self.relative_mean, self.relative_low, self.relative_high = mean_interval(
-                self.relative_per_seed)
+                self.relative_per_seed, self.level)
 
     def text(self) -> str:
-        """``+0.12 [0.05, 0.19]`` (and the relative effect in % where there is one)."""
+        """``a - b = +0.12 [+0.05, +0.19], +12%`` (the interval at its level)."""
         out = f"{self.label} = {_signed(self.mean)}"
         if self.low is not None:
-            out += f" [{_signed(self.low)}, {_signed(self.high)}]"
+            level = "" if self.level == 0.95 else f" {self.level:.0%}"
+            out += f"{level} [{_signed(self.low)}, {_signed(self.high)}]"
         if self.relative_mean is not None:
             out += f", {_signed(100 * self.relative_mean)}%"
         return out
 
 
 @dataclass
+class Part:
+    """One comparison of a claim: its verdict and effect."""
+
+    verdict: str
+    detail: str
+    effect: Effect
+
+
+@dataclass
 class Verdict:
     verdict: str  # holds | contradicted | inconclusive | not tested here | not run
-    detail: str  # what decided it (k of n seeds, the interval, the seeds it would need)
-    per_seed: list[bool] = field(default_factory=list)
-    effect: Effect | None = None
-    seeds_needed: int | None = None  # inconclusive interval: seeds for it to clear 0
+    detail: str  # what decided it (k of n seeds, the interval, the test)
+    per_seed: list[bool] = field(default_factory=list)  # the condition at each seed
+    effect: Effect | None = None  # the deciding comparison's
+    seeds_needed: int | None = None  # inconclusive interval: seeds a new study would need
+    rule: str = "compare"
+    parts: list[Part] = field(default_factory=list)  # every comparison, for a conjunction
 
 
 def _signed(x: float) -> str:
     return f"{x:+.3g}"
 
 
-def t_quantile_975(dof: int) -> float:
+@functools.lru_cache(maxsize=4096)
+def t_quantile(dof: int, level: float = 0.95) -> float:
     from scipy.stats import t
 
-    return float(t.ppf(0.975, dof))
+    return float(t.ppf(0.5 + level / 2, dof))
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -103,13 +136,32 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return mean, sd
 
 
-def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
-    """The mean and its two-sided 95% t-interval (None, None with fewer than two values)."""
+def mean_interval(values: Sequence[float], level: float = 0.95
+                  ) -> tuple[float, float | None, float | None]:
+    """The mean and its two-sided t-interval at ``level`` (None, None for one value)."""
     n = len(values)
     mean, sd = mean_sd(values)
     if n < 2:
         return mean, None, None
-    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+    half = t_quantile(n - 1, level) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def random_effects_interval(means: Sequence[float], variances: Sequence[float],
+                            level: float = 0.95) -> tuple[float, float, float]:
+    """The random-effects mean of per-seed paired means and its Hartung-Knapp interval:
+    statsmodels' ``combine_effects`` with the Paule-Mandel between-seed variance (never
+    negative), the Hartung-Knapp (WLS) variance and a t quantile with k - 1 degrees of
+    freedom. With equal instance counts and spreads it is the t-interval of the per-seed
+    means, so it keeps the between-seed variation (no shortcut to power)."""
+    import numpy as np
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    k = len(means)
+    variances = np.maximum(np.asarray(variances, float), 1e-300)
+    result = combine_effects(np.asarray(means, float), variances, method_re="pm")
+    mean = float(result.mean_effect_re)
+    half = t_quantile(k - 1, level) * math.sqrt(float(result.var_hksj_re))
     return mean, mean - half, mean + half
 
 
@@ -119,12 +171,14 @@ def seeds_needed(mean: float, sd: float) -> int | None:
     if mean == 0 or not math.isfinite(mean) or not math.isfinite(sd):
         return None
     for n in range(2, MAX_SEEDS_NEEDED + 1):
-        if t_quantile_975(n - 1) * sd / math.sqrt(n) < abs(mean):
+        if t_quantile(n - 1) * sd / math.sqrt(n) < abs(mean):
             return n
     return MAX_SEEDS_NEEDED + 1
 
 
-def _comparison_effect(node, runs: Sequence[Mapping[str, float]]) -> Effect:
+# -- effects -------------------------------------------------------------------------------
+
+def _margins(node, runs: Sequence[Mapping[str, float]]) -> tuple[list, list, list]:
     left, right = node.args
     lefts = [value(left, m) for m in runs]
     rights = [value(right, m) for m in runs]
@@ -132,15 +186,44 @@ def _comparison_effect(node, runs: Sequence[Mapping[str, float]]) -> Effect:
         margins = [a - b for a, b in zip(lefts, rights, strict=True)]
     elif node.op in ("<", "<="):
         margins = [b - a for a, b in zip(lefts, rights, strict=True)]
-    else:  # ==: how far from equality
-        margins = [-abs(a - b) for a, b in zip(lefts, rights, strict=True)]
+    else:  # ==: for an equivalence, the signed difference; otherwise how far from equality
+        margins = [a - b for a, b in zip(lefts, rights, strict=True)]
+    return margins, lefts, rights
+
+
+def comparison_effect(node, runs: Sequence[Mapping[str, float]], level: float = 0.95,
+                      signed_equality: bool = False) -> Effect:
+    margins, _, rights = _margins(node, runs)
+    if node.op == "==" and not signed_equality:
+        margins = [-abs(m) for m in margins]
     relative = None
     if all(b != 0 and math.isfinite(b) for b in rights):
         relative = [d / abs(b) for d, b in zip(margins, rights, strict=True)]
-    return Effect(_label(node), margins, relative)
+    return Effect(_label(node, signed_equality), margins, relative, level)
 
 
-def _label(node) -> str:
+def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]]) -> Effect:
+    """``effect`` with its interval from per-instance paired values (one list of (claimed
+    side, other side) pairs per seed): the random-effects combination of the per-seed paired
+    means. Falls back to the per-seed values' t-interval where an instance list has fewer
+    than two values."""
+    import numpy as np
+
+    if len(pairs) < 2 or any(len(p) < 2 for p in pairs):
+        return effect
+    diffs = [np.array([a - b for a, b in p], float) for p in pairs]
+    means = [float(d.mean()) for d in diffs]
+    variances = [float(d.var(ddof=1)) / len(d) for d in diffs]
+    effect.mean, effect.low, effect.high = random_effects_interval(means, variances,
+                                                                   effect.level)
+    effect.instances = [len(d) for d in diffs]
+    effect.method = (f"random effects over {len(pairs)} seeds of "
+                     f"{'/'.join(map(str, effect.instances))} paired instances")
+    effect.relative_mean = effect.relative_low = effect.relative_high = None
+    return effect
+
+
+def _label(node, signed_equality: bool = False) -> str:
     def text(n) -> str:
         if n.op == "number":
             return f"{n.args[0]:g}"
@@ -154,78 +237,170 @@ def _label(node) -> str:
 
     left, right = (text(a)[1:-1] if a.op in ("+", "-", "*", "/") else text(a)
                    for a in node.args)
-    if node.op in (">", ">="):
+    if node.op in (">", ">=") or (node.op == "==" and signed_equality):
         return f"{left} - {right}"
     if node.op in ("<", "<="):
         return f"{right} - {left}"
     return f"-|{left} - {right}|"
 
 
-def effect_of(text: str, runs: Sequence[Mapping[str, float]]) -> Effect:
-    """The claim's effect over ``runs``: its comparison's, or a conjunction's binding one."""
-    effects = [_comparison_effect(node, runs) for node in comparisons(parse(text))]
-    if len(effects) == 1:
-        return effects[0]
-    if all(e.relative_per_seed is not None for e in effects):
-        return min(effects, key=lambda e: e.relative_mean)
-    return min(effects, key=lambda e: e.mean)
+# -- the rules -----------------------------------------------------------------------------
 
-
-def combine(text: str | None, over_seeds: str, runs: Sequence[Mapping[str, float]]
-            ) -> Verdict:
-    """The verdict of one claim over the metrics of its seeds' runs."""
-    if text is None:
-        return Verdict(NOT_TESTED, "no run here tests it (see its scale note)")
-    if not runs:
-        return Verdict(NOT_RUN, "no finished run")
-    if over_seeds not in ("all", "mean_ci"):
-        raise UserError(f"unknown over_seeds '{over_seeds}' (all, mean_ci)")
-    node = parse(text)
-    if over_seeds == "mean_ci" and node.op not in INTERVAL_COMPARISONS:
-        raise ClaimSyntaxError(f"over_seeds: mean_ci needs one comparison a > b, not '{text}'")
-    per_seed = [evaluate(node, m) for m in runs]
-    effect = effect_of(text, runs)
-    judge = _every_seed if over_seeds == "all" else _interval
-    verdict, detail, needed = judge(per_seed, effect)
-    return Verdict(verdict, detail, per_seed, effect, needed)
-
-
-def _every_seed(per_seed: list[bool], effect: Effect) -> tuple[str, str, None]:
-    n, held = len(per_seed), sum(per_seed)
-    if held == n:
-        return HOLDS, f"holds at {held} of {n} seeds", None
-    if n - held > n / 2:
-        return CONTRADICTED, f"fails at {n - held} of {n} seeds", None
-    return INCONCLUSIVE, f"holds at {held} of {n} seeds, fails at {n - held}", None
-
-
-def _interval(per_seed: list[bool], effect: Effect) -> tuple[str, str, int | None]:
+def _interval_part(effect: Effect, test: str, per_seed: list[float]) -> Part:
     n = len(per_seed)
+    if test == "sign":
+        return _sign_part(effect, per_seed)
     if n < 2:
-        state = "held" if per_seed[0] else "failed"
-        return INCONCLUSIVE, (f"one seed (the condition {state} at it, effect "
-                              f"{_signed(effect.mean)}); an interval needs at least two "
-                              "seeds"), None
-    interval = f"95% CI [{effect.low:.4g}, {effect.high:.4g}] over {n} seeds"
+        return Part(INCONCLUSIVE, f"one seed (effect {_signed(effect.mean)}): an interval "
+                    "needs at least two", effect)
+    if all(v == 0 for v in per_seed) and effect.instances is None:
+        return Part(INCONCLUSIVE, f"tied at all {n} seeds: no difference to judge", effect)
+    interval = f"95% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
     if effect.low > 0:
-        return HOLDS, f"{interval} above 0", None
+        return Part(HOLDS, f"{interval} above 0", effect)
     if effect.high < 0:
-        return CONTRADICTED, f"{interval} below 0", None
-    needed = seeds_needed(effect.mean, mean_sd(effect.per_seed)[1])
-    if needed is None:
-        why = "no effect at these seeds"
-    elif needed > MAX_SEEDS_NEEDED:
-        why = f"more than {MAX_SEEDS_NEEDED} seeds at this effect and spread"
+        return Part(CONTRADICTED, f"{interval} below 0", effect)
+    return Part(INCONCLUSIVE, f"{interval} spans 0", effect)
+
+
+def _sign_part(effect: Effect, per_seed: list[float]) -> Part:
+    from scipy.stats import binomtest
+
+    ahead = sum(v > 0 for v in per_seed)
+    behind = sum(v < 0 for v in per_seed)
+    untied = ahead + behind
+    tally = (f"ahead at {ahead}, behind at {behind}, tied at {len(per_seed) - untied} of "
+             f"{len(per_seed)} seeds")
+    if untied == 0:
+        return Part(INCONCLUSIVE, f"{tally}: no untied seed", effect)
+    p = binomtest(ahead, untied, 0.5).pvalue
+    test = f"{tally}; exact sign test on the untied seeds p = {p:.3g}"
+    if p < ALPHA:
+        return Part(HOLDS if ahead > behind else CONTRADICTED, test, effect)
+    return Part(INCONCLUSIVE, test, effect)
+
+
+def _equivalence_part(node, effect: Effect, margin: float) -> Part:
+    n = len(effect.per_seed)
+    if n < 2:
+        return Part(INCONCLUSIVE, "one seed: an equivalence needs an interval", effect)
+    interval = f"90% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
+    if node.op == "==":
+        if -margin < effect.low and effect.high < margin:
+            return Part(HOLDS, f"{interval} inside ±{margin:g}", effect)
+        if effect.low > margin or effect.high < -margin:
+            return Part(CONTRADICTED, f"{interval} wholly outside ±{margin:g}", effect)
+        return Part(INCONCLUSIVE, f"{interval} not inside ±{margin:g}", effect)
+    if effect.low > -margin:
+        return Part(HOLDS, f"{interval} above -{margin:g} (no worse than the margin)", effect)
+    if effect.high < -margin:
+        return Part(CONTRADICTED, f"{interval} below -{margin:g} (worse than the margin)",
+                    effect)
+    return Part(INCONCLUSIVE, f"{interval} reaches below -{margin:g}", effect)
+
+
+def _combine_parts(parts: list[Part]) -> tuple[str, str, Effect]:
+    """A conjunction: holds when every part holds, contradicted when one is; the detail
+    names the parts that decided it."""
+    if len(parts) == 1:
+        return parts[0].verdict, parts[0].detail, parts[0].effect
+    contradicted = [p for p in parts if p.verdict == CONTRADICTED]
+    open_parts = [p for p in parts if p.verdict != HOLDS]
+    if contradicted:
+        deciding, verdict = contradicted, CONTRADICTED
+    elif open_parts:
+        deciding, verdict = open_parts, INCONCLUSIVE
     else:
-        side = "above" if effect.mean > 0 else "below"
-        why = f"{needed} seeds at this effect and spread would put it {side} 0"
-    return INCONCLUSIVE, f"{interval} spans 0; {why}", needed
+        deciding, verdict = parts, HOLDS
+    detail = "; ".join(f"{p.effect.label}: {p.verdict}, {p.detail}" for p in deciding)
+    if verdict != HOLDS:
+        held = len(parts) - len(open_parts)
+        detail = f"{held} of {len(parts)} comparisons hold; {detail}"
+    weakest = min(deciding, key=lambda p: (p.effect.relative_mean
+                                           if p.effect.relative_mean is not None
+                                           else p.effect.mean))
+    return verdict, detail, weakest.effect
+
+
+def _counted(per_seed: list[bool], rule: str) -> tuple[str, str]:
+    n, held = len(per_seed), sum(per_seed)
+    if rule == "exact":
+        if held == n:
+            return HOLDS, f"holds at {held}/{n} seeds"
+        return CONTRADICTED, f"fails at {n - held}/{n} seeds (a verified counterexample)"
+    if held:
+        return HOLDS, f"a verified instance at {held}/{n} seeds"
+    return INCONCLUSIVE, f"not shown: no instance at these {n} seeds (never contradicted)"
+
+
+def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
+          instances: Sequence[Sequence[tuple[float, float]]] | None = None) -> Verdict:
+    """The verdict of one claim (``holds_if``, ``rule``, ``margin``, ``test``) over the
+    metrics of its seeds' runs; ``instances``, per seed, the (claimed side, other side)
+    values of the claim's comparison on each instance, where the run wrote them."""
+    text, rule = claim.get("holds_if"), str(claim.get("rule") or "compare")
+    if text is None:
+        return Verdict(NOT_TESTED, "no run here tests it (see its scale note)", rule=rule)
+    if not runs:
+        return Verdict(NOT_RUN, "no finished run", rule=rule)
+    check_rule(claim)
+    node = parse(text)
+    per_seed = [evaluate(node, m) for m in runs]
+    if rule in ("exact", "exists"):
+        verdict, detail = _counted(per_seed, rule)
+        effects = [comparison_effect(c, runs) for c in comparisons(node)]
+        effect = min(effects, key=lambda e: e.mean)
+        return Verdict(verdict, detail, per_seed, effect, rule=rule)
+    parts = []
+    for comparison in comparisons(node):
+        if rule == "equivalence":
+            effect = comparison_effect(comparison, runs, 0.90, signed_equality=True)
+            parts.append(_equivalence_part(comparison, effect, float(claim["margin"])))
+        else:
+            effect = comparison_effect(comparison, runs)
+            if instances is not None and len(comparisons(node)) == 1:
+                effect = with_instances(effect, instances)
+            parts.append(_interval_part(effect, str(claim.get("test") or "interval"),
+                                        effect.per_seed))
+    verdict, detail, effect = _combine_parts(parts)
+    needed = None
+    if verdict == INCONCLUSIVE and rule == "compare" and len(effect.per_seed) > 1:
+        needed = seeds_needed(effect.mean, mean_sd(effect.per_seed)[1])
+    return Verdict(verdict, detail, per_seed, effect, needed, rule,
+                   parts if len(parts) > 1 else [])
+
+
+def check_rule(claim: Mapping) -> None:
+    """``ClaimSyntaxError`` when the claim's rule does not fit its condition."""
+    text, rule = claim.get("holds_if"), str(claim.get("rule") or "compare")
+    if rule not in RULES:
+        raise ClaimSyntaxError(f"unknown rule '{rule}' ({', '.join(RULES)})")
+    test = str(claim.get("test") or "interval")
+    if test not in TESTS:
+        raise ClaimSyntaxError(f"unknown test '{test}' ({', '.join(TESTS)})")
+    if test != "interval" and rule != "compare":
+        raise ClaimSyntaxError(f"test: {test} applies to the compare rule only")
+    if text is None:
+        return
+    ops = {c.op for c in comparisons(parse(text))}
+    if rule == "compare" and "==" in ops:
+        raise ClaimSyntaxError(f"rule compare needs directional comparisons (< <= > >=), "
+                               f"not '==' in '{text}': use exact or equivalence")
+    margin = claim.get("margin")
+    if rule == "equivalence":
+        if margin is None or not float(margin) > 0:
+            raise ClaimSyntaxError(f"rule equivalence needs a margin > 0 (with its reason), "
+                                   f"'{text}' has {margin}")
+    elif margin is not None:
+        raise ClaimSyntaxError(f"a margin belongs to rule equivalence, not {rule}")
 
 
 def paper_verdict(verdicts: Sequence[str]) -> str:
     """One badge for a paper from its (non-sanity) claims' verdicts: contradicted when one
     is, holds when every tested claim holds ("holds (n of m tested)" when some are not
-    tested here), partial when some hold, inconclusive when none holds or is contradicted."""
+    tested here), partial when some hold, inconclusive when none holds or is contradicted.
+    Claims not applicable to the runs judged do not count."""
+    verdicts = [v for v in verdicts if v != NOT_APPLICABLE]
     if any(v == NOT_RUN for v in verdicts):
         return NOT_RUN
     tested = [v for v in verdicts if v in JUDGED]
@@ -241,20 +416,17 @@ def paper_verdict(verdicts: Sequence[str]) -> str:
 
 def check_claims(key: str, claims: Sequence[Mapping], metrics: Mapping[str, float] | None = None
                  ) -> None:
-    """``UserError`` naming the paper and the claim when a condition is not in the language
-    or (given a run's ``metrics``) names a metric that run did not write."""
+    """``UserError`` naming the paper and the claim when a condition is not in the language,
+    its rule does not fit it, or (given a run's ``metrics``) it names a metric that run did
+    not write."""
     for claim in claims:
         text = claim.get("holds_if")
-        if text is None:
-            continue
         try:
-            node = parse(text)
-            if claim.get("over_seeds") == "mean_ci" and node.op not in INTERVAL_COMPARISONS:
-                raise ClaimSyntaxError(f"over_seeds: mean_ci needs one comparison a > b, "
-                                       f"not '{text}'")
+            check_rule(claim)
+            node = parse(text) if text is not None else None
         except ClaimSyntaxError as err:
             raise UserError(f"paper {key}, claim {claim.get('id')}: {err}") from None
-        if metrics is not None:
+        if metrics is not None and node is not None:
             unknown = sorted(metric_names(node) - set(metrics))
             if unknown:
                 raise UserError(f"paper {key}, claim {claim.get('id')}: no metric "

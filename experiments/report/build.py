@@ -2,7 +2,7 @@
 
 ``collect`` finds the runs (``results.json``) and failures (``failed.json``) under a folder
 (the ``make reproduce`` sweep, a multirun, or single runs); ``summarize`` judges each paper's
-claims over its seeds (``claims.combine``); ``write_report`` writes ``report.md``,
+claims over its seeds (``claims.judge``, each claim by its rule); ``write_report`` writes ``report.md``,
 ``index.html`` (one self-contained page: figures embedded, opens offline) and
 ``summary.json`` (what the README table is generated from, see ``readme_table``).
 """
@@ -29,16 +29,17 @@ from experiments.claims import (
     PARTIAL,
     Verdict,
     all_papers,
-    combine,
     is_default,
+    judge,
     metric_names,
     paper_info,
     paper_verdict,
     parse,
 )
 from experiments.claims.papers import ROOT
+from experiments.claims.language import comparisons
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
-from experiments.runner.results import read_json
+from experiments.runner.results import read_instances, read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
 MAX_FIGURES = 3
@@ -113,6 +114,27 @@ def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
     return None if e is None else {**dataclasses.asdict(e), "text": e.text()}
 
 
+def instance_pairs(text: str, runs: list[dict]) -> list[list[tuple[float, float]]] | None:
+    """Per seed, the (claimed side, other side) values of a comparison of two metrics on
+    each instance both were measured on, where every run wrote them (``tables/
+    instances.csv``); None otherwise."""
+    parts = comparisons(parse(text))
+    if len(parts) != 1 or any(a.op != "metric" for a in parts[0].args) or not runs:
+        return None
+    left, right = (a.args[0] for a in parts[0].args)
+    if parts[0].op in ("<", "<="):
+        left, right = right, left
+    pairs = []
+    for run in runs:
+        values = read_instances(Path(run["folder"])) if run.get("folder") else {}
+        a, b = values.get(left, {}), values.get(right, {})
+        shared = sorted(set(a) & set(b))
+        if len(shared) < 2:
+            return None
+        pairs.append([(a[i], b[i]) for i in shared])
+    return pairs
+
+
 def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     """One paper's verdicts, effects, headline number and runtime over the seeds in
     ``entry``."""
@@ -130,14 +152,20 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
             verdict = Verdict(NOT_RUN, f"metric missing from metrics.json (or null): "
                               f"{', '.join(missing)}")
         else:
-            verdict = combine(text, claim.get("over_seeds", "all"), metrics)
+            instances = instance_pairs(text, runs) if text and \
+                claim.get("rule", "compare") == "compare" else None
+            verdict = judge(claim, metrics, instances)
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
-            "over_seeds": claim.get("over_seeds", "all"), "scale": claim.get("scale"),
+            "rule": verdict.rule, "test": claim.get("test", "interval"),
+            "margin": claim.get("margin"), "margin_reason": claim.get("margin_reason"),
+            "scale": claim.get("scale"),
             "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
             "verdict": verdict.verdict, "detail": verdict.detail,
             "per_seed": verdict.per_seed, "seeds_needed": verdict.seeds_needed,
             "effect": _effect_record(verdict),
+            "parts": [{"verdict": part.verdict, "text": part.effect.text()}
+                      for part in verdict.parts],
             "values": {n: [m.get(n) for m in metrics] for n in names},
         })
     primary = next(iter(info.get("primary_metrics") or {}), None)
@@ -152,6 +180,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     return {
         "key": key, "title": info["title"], "claim": info["claim"],
         "figure_caption": info.get("figure", ""), "verdict": verdict, "claims": claims,
+        "stand_in": info.get("stand_in"),
         "seeds": [r.get("seed") for r in runs], "declared_seeds": info.get("seeds"),
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
                    for f in failed],
@@ -205,14 +234,29 @@ def seeds_text(needed: int) -> str:
     return f"more than {MAX_SEEDS_NEEDED}" if needed > MAX_SEEDS_NEEDED else f"~{needed}"
 
 
-def claim_effect_text(claim: dict[str, Any]) -> str:
+def needs_text(needed: int) -> str:
+    """What an inconclusive interval's seed count means: a new, declared study."""
+    return f"a new study declaring {seeds_text(needed)} seeds could settle it"
+
+
+def verdict_word(verdict: str, stand_in: str | None) -> str:
+    """The verdict as printed: a judged verdict of a default that stands in for the paper's
+    setting says so (``contradicted at CPU scale (tiny-lm)``)."""
+    if stand_in and verdict.split(" (")[0] in (*JUDGED, PARTIAL):
+        return f"{verdict} at CPU scale ({stand_in})"
+    return verdict
+
+
+def claim_effect_text(claim: dict[str, Any], stand_in: str | None = None) -> str:
     """The verdict with its effect and the abstract's own magnitude:
     ``holds: acc_mpopd - acc_opd = +0.098 [+0.05, +0.15]; abstract: +6.91 points``."""
-    out = claim["verdict"]
+    out = verdict_word(claim["verdict"], stand_in)
     if claim["effect"]:
         out += f": {claim['effect']['text']}"
+    if claim.get("margin") is not None:
+        out += f" (margin {claim['margin']:g}: {claim.get('margin_reason') or ''})"
     if claim["verdict"] == INCONCLUSIVE and claim["seeds_needed"]:
-        out += f" (needs {seeds_text(claim['seeds_needed'])} seeds)"
+        out += f" ({needs_text(claim['seeds_needed'])})"
     if claim["abstract"]:
         out += f"; abstract: {claim['abstract']}"
     return out
@@ -243,10 +287,10 @@ def report_markdown(papers: list[dict[str, Any]], source: str,
             lines.append(f"- corrupt: {c['file']}, {c['error']}")
         for c in p["claims"]:
             kind = "sanity check " if c["sanity"] else ""
-            lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c)}; {c['detail']}): "
-                         f"{c['text']}")
+            lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c, p['stand_in'])}; "
+                         f"{c['detail']}): {c['text']}")
             if c["holds_if"]:
-                lines.append(f"  - condition `{c['holds_if']}` over seeds: {c['over_seeds']}")
+                lines.append(f"  - condition `{c['holds_if']}`, rule {c['rule']}")
                 for name, values in c["values"].items():
                     if values:
                         lines.append(f"  - {name}: {', '.join(fmt(v) for v in values)}")
@@ -298,11 +342,32 @@ def effect_rows(papers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
     """The forest plot: one row per claim, grouped by paper, coloured by verdict, the
-    claimed side (right of 0) shaded."""
+    claimed side (right of 0) shaded; relative effects (% of the reference side) and
+    absolute ones (own units) in separate panels, each on its own axis."""
     import matplotlib.pyplot as plt
 
-    height = max(3.0, 0.22 * len(rows) + 1.2)
-    fig, ax = plt.subplots(figsize=(9, height))
+    panels = [(unit, [r for r in rows if r["unit"] == unit]) for unit in ("%", "abs.")]
+    panels = [(unit, chosen) for unit, chosen in panels if chosen]
+    heights = [max(1.5, 0.22 * len(chosen) + 0.8) for _, chosen in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights) + 0.6),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (unit, chosen) in zip(axes[:, 0], panels, strict=True):
+        _forest_panel(ax, chosen)
+        ax.set_xlabel("effect, > 0 on the claimed side, "
+                      + ("% of the reference side" if unit == "%" else
+                         "in the claim's own units (its reference is 0 or a threshold)")
+                      + "; bars: the rule's interval over seeds", fontsize=8)
+    for verdict in (HOLDS, INCONCLUSIVE, CONTRADICTED):
+        axes[0, 0].plot([], [], "o", color=_colour(verdict), label=verdict)
+    axes[0, 0].plot([], [], "o", color="grey", mfc="white", label="sanity check")
+    axes[0, 0].legend(loc="lower right", fontsize=7)
+    axes[0, 0].set_title("every claim's effect (claimed side shaded)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _forest_panel(ax, rows: list[dict[str, Any]]) -> None:
     ax.axvspan(0, 1e9, color="#1a7f37", alpha=0.06, lw=0)
     ax.axvline(0, color="black", lw=0.8)
     labels = []
@@ -313,25 +378,16 @@ def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
             ax.plot([r["low"], r["high"]], [y, y], color=colour, lw=2, alpha=0.8)
         ax.plot([r["effect"]], [y], "o", color=colour, ms=4,
                 mfc="white" if r["sanity"] else colour)
-        labels.append(f"{r['paper']}: {r['claim']} ({r['unit']})")
+        labels.append(f"{r['paper']}: {r['claim']}")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels[::-1], fontsize=7)
-    ax.set_xscale("symlog", linthresh=1.0)
     values = [v for r in rows for v in (r["low"], r["high"], r["effect"]) if v is not None
               and math.isfinite(v)]
     if values:
-        reach = max(abs(v) for v in values) * 1.5 + 1
-        ax.set_xlim(-reach, reach)
-    ax.set_xlabel("effect, > 0 on the claimed side: % of the reference side, or own units "
-                  "(abs.)\nbars: 95% interval over seeds", fontsize=8)
-    for verdict in (HOLDS, INCONCLUSIVE, CONTRADICTED):
-        ax.plot([], [], "o", color=_colour(verdict), label=verdict)
-    ax.plot([], [], "o", color="grey", mfc="white", label="sanity check")
-    ax.legend(loc="lower right", fontsize=7)
-    ax.set_title("every claim's effect (claimed side shaded)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        reach = max(abs(v) for v in values)
+        linear = sorted(abs(v) for v in values)[len(values) // 2] or 1.0
+        ax.set_xscale("symlog", linthresh=linear)
+        ax.set_xlim(-reach * 1.5 - linear, reach * 1.5 + linear)
 
 
 # -- html ------------------------------------------------------------------------------------
@@ -345,6 +401,13 @@ def _embedded(path: Path, alt: str, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _paper_badge(paper: dict[str, Any]) -> str:
+    """The paper's badge, and beside it the stand-in its default used."""
+    stand_in = verdict_word(paper["verdict"], paper.get("stand_in"))[len(paper["verdict"]):]
+    return _badge(paper["verdict"]) + (f" <small>{html.escape(stand_in)}</small>"
+                                       if stand_in else "")
 
 
 def _figures(paper: dict[str, Any]) -> list[str]:
@@ -361,7 +424,7 @@ def _claims_table(paper: dict[str, Any]) -> str:
     for c in paper["claims"]:
         per_seed = "<br>".join(f"<code>{e(n)}</code>: {e(', '.join(fmt(v) for v in vs))}"
                                for n, vs in c["values"].items() if vs)
-        condition = (f"<code>{e(c['holds_if'])}</code> ({e(c['over_seeds'])})"
+        condition = (f"<code>{e(c['holds_if'])}</code> (rule {e(c['rule'])})"
                      if c["holds_if"] else f"needs: {e(c['scale'] or '')}")
         effect = e(c["effect"]["text"]) if c["effect"] else ""
         rows.append(f"<tr><td>{_badge(c['verdict'])}{' sanity' if c['sanity'] else ''}</td>"
@@ -378,7 +441,7 @@ def report_html(papers: list[dict[str, Any]], source: str, effects: Path | None 
     e = html.escape
     rows = "\n".join(
         f"<tr data-paper=\"{p['key']}\"><td><a href=\"#paper-{p['key']}\">{p['key']}</a></td>"
-        f"<td>{e(p['claim'])}</td><td>{_badge(p['verdict'])}"
+        f"<td>{e(p['claim'])}</td><td>{_paper_badge(p)}"
         + (f" {_badge(CORRUPT)}" if p["corrupt"] else "") + "</td>"
         f"<td>{' '.join(_badge(c['verdict']) for c in p['claims'] if not c['sanity'])}</td>"
         f"<td>{e(headline_text(p))}</td><td>{e(runtime_text(p))}</td></tr>" for p in papers)
@@ -392,7 +455,7 @@ def report_html(papers: list[dict[str, Any]], source: str, effects: Path | None 
         versions = ", ".join(f"{k} {v}" for k, v in sorted(p["versions"].items())[:12])
         sections.append(
             f"<section id=\"paper-{p['key']}\"><h2>{e(p['key'])}: {e(p['title'])} "
-            f"{_badge(p['verdict'])}</h2>"
+            f"{_paper_badge(p)}</h2>"
             f"<p>Reproduce: <code>python run.py +paper={p['key']} seed=&lt;s&gt;</code> or "
             f"<code>make reproduce PAPERS={p['key']}</code>; seeds "
             f"{e(', '.join(map(str, p['seeds'])) or 'none')} (declared "
@@ -434,10 +497,12 @@ seeds; the detail says how many seeds it would need).</p>
 
 
 def _slim(paper: dict[str, Any]) -> dict[str, Any]:
-    keep = ("key", "verdict", "headline", "runtime_s", "seeds", "declared_seeds", "git_sha")
+    keep = ("key", "verdict", "stand_in", "headline", "runtime_s", "seeds", "declared_seeds",
+            "git_sha")
     slim = {k: paper[k] for k in keep}
-    slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "sanity", "abstract",
-                                         "seeds_needed", "effect")} for c in paper["claims"]]
+    slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "rule", "sanity",
+                                         "abstract", "seeds_needed", "effect", "parts")}
+                      for c in paper["claims"]]
     slim["corrupt"] = len(paper["corrupt"])
     return slim
 
@@ -479,13 +544,13 @@ README_END = "<!-- end of results table -->"
 
 
 def readme_claims(paper: dict[str, Any]) -> str:
-    """The README's claims cell: each counted claim's verdict and effect, with the abstract's
-    magnitude where it states one."""
+    """The README's claims cell: each claim's verdict (sanity checks marked) and effect, the
+    comparisons that decided a conjunction, and the abstract's magnitude where it states
+    one."""
     parts = []
     for c in paper["claims"]:
-        if c["sanity"]:
-            continue
-        text = f"{c['id']} {c['verdict']}"
+        word = verdict_word(c["verdict"], None if c["sanity"] else paper.get("stand_in"))
+        text = f"{c['id']} {'(sanity check) ' if c['sanity'] else ''}{word}"
         effect = c.get("effect")
         if effect and c["verdict"] in JUDGED:
             interval = (f" [{effect['low']:+.3g}, {effect['high']:+.3g}]"
@@ -493,8 +558,11 @@ def readme_claims(paper: dict[str, Any]) -> str:
             relative = (f", {100 * effect['relative_mean']:+.3g}%"
                         if effect["relative_mean"] is not None else "")
             text += f" {effect['mean']:+.3g}{interval}{relative}"
+        if c.get("parts") and c["verdict"] != HOLDS:
+            text += " (" + "; ".join(f"{part['text']}: {part['verdict']}"
+                                     for part in c["parts"]) + ")"
         if c["verdict"] == INCONCLUSIVE and c.get("seeds_needed"):
-            text += f" (needs {seeds_text(c['seeds_needed'])} seeds)"
+            text += f" ({needs_text(c['seeds_needed'])})"
         if c.get("abstract"):
             text += f" (abstract: {c['abstract']})"
         parts.append(text)
@@ -512,7 +580,7 @@ def readme_table(summary: list[dict[str, Any]]) -> str:
     for key in all_papers():
         info = paper_info(key)
         p = by_key.get(key)
-        verdict = p["verdict"] if p else NOT_RUN
+        verdict = verdict_word(p["verdict"], p.get("stand_in")) if p else NOT_RUN
         claims = readme_claims(p) if p else ""
         seeds = str(len(p["seeds"])) if p else ""
         runtime = runtime_text(p) if p else ""

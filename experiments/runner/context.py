@@ -20,7 +20,7 @@ import numpy as np
 
 from common.cache import load_or_build
 from common.ranks import is_global_zero
-from experiments.runner.results import to_scalar, write_csv
+from experiments.runner.results import INSTANCES, to_scalar, write_csv
 from experiments.runner.seeding import resolve_device
 
 T = TypeVar("T")
@@ -104,6 +104,23 @@ class RunContext:
             if self.wandb is not None:
                 self.wandb.log_table(name, rows)
         return path
+
+    def save_instances(self, metric: str, values: Mapping[str, float]) -> None:
+        """The per-instance values (prompt, task, complex, ... by id) that ``metric`` is the
+        mean of, appended to ``tables/instances.csv``; where both sides of a claim's
+        comparison have them, the report combines the paired instances of every seed
+        (experiments/claims/verdicts.py)."""
+        if not self.writes:
+            return
+        path = self.output_dir / INSTANCES
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(["metric", "instance", "value"])
+            for instance, value in values.items():
+                writer.writerow([metric, instance, repr(float(value))])
 
     def save_figure(self, name: str, fig: Any) -> Path:
         """Write ``figures/<name>.png`` (and a ``wandb.Image``), then close the figure."""

@@ -21,7 +21,7 @@ import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.claims import combine, paper_claims, paper_info
+from experiments.claims import judge, paper_claims, paper_info
 from experiments.runner.results import read_json, write_csv
 
 log = logging.getLogger("paperlab")
@@ -189,9 +189,9 @@ def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[
 
 
 def _verdict(claim: dict, runs: list[dict]) -> str:
-    """A claim's verdict over one configuration's seeds (``claims.combine``)."""
+    """A claim's verdict over one configuration's seeds (``claims.judge``, by its rule)."""
     try:
-        return combine(claim.get("holds_if"), claim.get("over_seeds") or "all", runs).verdict
+        return judge(claim, runs).verdict
     except Exception as err:  # noqa: BLE001 - a metric this sweep does not write, say
         return f"error: {err}"
 

@@ -104,9 +104,19 @@ class RootConfig:
     paths: Any = MISSING
 
 
-class OverSeeds(StrEnum):
-    all = "all"  # holds at every seed (contradicted: fails at a majority)
-    mean_ci = "mean_ci"  # a > b: the paired difference's 95% interval over seeds above 0
+class Rule(StrEnum):
+    """How a claim's seeds become its verdict (experiments/claims/verdicts.py,
+    docs/verdicts.md)."""
+
+    compare = "compare"  # a > b: the paired effect's 95% interval above 0
+    exact = "exact"  # an identity or a count that must be 0: n of n seeds
+    equivalence = "equivalence"  # matches / keeps / no worse: within a declared margin
+    exists = "exists"  # not always / can change: a verified instance at some seed
+
+
+class Test(StrEnum):
+    interval = "interval"  # the interval of the effect decides (compare)
+    sign = "sign"  # a coarse metric: the exact sign test on the untied seeds decides
 
 
 @dataclass
@@ -116,7 +126,10 @@ class Claim:
     id: str = MISSING
     text: str = MISSING  # one sentence, the abstract's own wording where possible
     holds_if: str | None = MISSING  # a condition over metrics.json; null: not testable here
-    over_seeds: OverSeeds = OverSeeds.all
+    rule: Rule = Rule.compare
+    test: Test = Test.interval
+    margin: float | None = None  # equivalence: how far from the claimed side still counts
+    margin_reason: str | None = None  # where the margin comes from
     scale: str | None = None  # with holds_if null: the setting the claim needs
     # the size the abstract reports, shown beside the measured effect ("+6.91 accuracy")
     abstract: str | None = None
@@ -227,6 +240,9 @@ class PaperInfo:
     sweep_fits: dict[str, SweepFit] = field(default_factory=dict)
     scale: str = "cpu"  # the preset (scale=paper: conf/papers/<key>/scale/paper.yaml)
     plan: Plan | None = None  # the paper-scale resources make plan sizes
+    # what the CPU default stands in for the paper's setting with (e.g. "tiny-lm": a tiny LM
+    # trained here instead of the paper's model): printed beside the default's verdicts
+    stand_in: str | None = None
 
 
 class Accelerator(StrEnum):

@@ -1,0 +1,177 @@
+"""The verdict rules measured on planted data whose truth is known.
+
+    python -m experiments.claims.simulate                     # print the table
+    python -m experiments.claims.simulate --write docs/verdicts.md
+
+Each scenario draws per-seed (and, for the instance rule, per-instance) values of a claim's
+effect from a known truth, judges them with the project's own ``judge`` at 3, 5 and 10
+seeds, and counts how often each verdict comes out, and how often the rule's interval covers
+the true effect. Under a null truth "holds" and "contradicted" are false alarms; under a
+true effect "holds" is the power. The draws come from one named stream per scenario and
+seed count, so the table is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from common.streams import Streams
+from experiments.claims.verdicts import CONTRADICTED, HOLDS, judge
+
+SEED_COUNTS = (3, 5, 10)
+REPLICATES = 2000
+INSTANCE_REPLICATES = 600  # the random-effects rule calls statsmodels per replicate
+TABLE_START, TABLE_END = "<!-- simulation table -->", "<!-- end of simulation table -->"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    rule: str  # the claim's rule, as in paper.claims
+    truth: str  # what is planted, in words
+    expected: str  # holds | contradicted | neither: the correct verdict
+    draw: Callable  # (rng, seeds) -> (runs, instances or None)
+    claim: dict
+    true_effect: float | None = None  # for coverage
+    replicates: int = REPLICATES
+
+
+def _runs(effects) -> list[dict]:
+    return [{"a": float(e), "b": 0.0} for e in effects]
+
+
+def _normal(mu: float):
+    return lambda rng, n: (_runs(mu + rng.standard_normal(n)), None)
+
+
+def _heavy(mu: float):
+    """Student t with 3 degrees of freedom, scaled to unit variance."""
+    return lambda rng, n: (_runs(mu + rng.standard_t(3, n) / np.sqrt(3.0)), None)
+
+
+def _ties(p_ahead: float, p_behind: float):
+    """A share of 30 tasks: per seed one task more, one fewer, or the same."""
+    def draw(rng, n):
+        u = rng.random(n)
+        return _runs(np.where(u < p_ahead, 1 / 30, np.where(u < p_ahead + p_behind, -1 / 30,
+                                                             0.0))), None
+    return draw
+
+
+def _instances(mu: float, between: float = 1.0, within: float = 3.0, per_seed: int = 30):
+    """Seeds with an effect of their own (sd ``between``) and instance noise on top."""
+    def draw(rng, n):
+        theta = mu + between * rng.standard_normal(n)
+        pairs = [[(float(t + within * e), 0.0) for e in rng.standard_normal(per_seed)]
+                 for t in theta]
+        return _runs([np.mean([a for a, _ in p]) for p in pairs]), pairs
+    return draw
+
+
+def _exists(p: float):
+    """A counterexample found at each seed with probability ``p``."""
+    return lambda rng, n: ([{"a": float(x), "b": 1.0} for x in rng.random(n) < p], None)
+
+
+COMPARE = {"holds_if": "a > b", "rule": "compare"}
+SIGN = {"holds_if": "a > b", "rule": "compare", "test": "sign"}
+EQUIVALENT = {"holds_if": "a == b", "rule": "equivalence", "margin": 1.0}
+EXISTS = {"holds_if": "a == b", "rule": "exists"}
+
+SCENARIOS = (
+    Scenario("null", "compare", "effect 0, normal", "neither", _normal(0.0), COMPARE, 0.0),
+    Scenario("effect 1 sd", "compare", "effect +1 sd", HOLDS, _normal(1.0), COMPARE, 1.0),
+    Scenario("effect 2 sd", "compare", "effect +2 sd", HOLDS, _normal(2.0), COMPARE, 2.0),
+    Scenario("heavy tails", "compare", "effect 0, t(3) noise", "neither", _heavy(0.0), COMPARE,
+             0.0),
+    Scenario("ties", "compare", "0 or +-1/30 a seed, no effect", "neither",
+             _ties(0.2, 0.2), COMPARE, 0.0),
+    Scenario("ties, sign test", "compare + sign", "0 or +-1/30 a seed, no effect", "neither",
+             _ties(0.2, 0.2), SIGN),
+    Scenario("ties with an effect, sign test", "compare + sign", "ahead 0.7, behind 0.05",
+             HOLDS, _ties(0.7, 0.05), SIGN),
+    Scenario("instances, null", "compare (instances)",
+             "effect 0; seeds sd 1, 30 instances sd 3", "neither", _instances(0.0),
+             COMPARE, 0.0, INSTANCE_REPLICATES),
+    Scenario("instances, effect", "compare (instances)",
+             "effect +1; seeds sd 1, 30 instances sd 3", HOLDS, _instances(1.0), COMPARE,
+             1.0, INSTANCE_REPLICATES),
+    Scenario("equivalent", "equivalence", "difference 0, margin 1 sd", HOLDS, _normal(0.0),
+             EQUIVALENT, 0.0),
+    Scenario("at the margin", "equivalence", "difference 1 sd = the margin", "neither",
+             _normal(1.0), EQUIVALENT, 1.0),
+    Scenario("beyond the margin", "equivalence", "difference 3 sd, margin 1", CONTRADICTED,
+             _normal(3.0), EQUIVALENT, 3.0),
+    Scenario("a counterexample at 30% of seeds", "exists", "exists", HOLDS, _exists(0.3),
+             EXISTS),
+    Scenario("no counterexample", "exists", "none exists", "neither", _exists(0.0), EXISTS),
+)
+
+
+def measure(scenario: Scenario, seeds: int) -> dict[str, float]:
+    """Shares of holds and contradicted verdicts, and the interval's coverage of the true
+    effect (where the rule has an interval), over the scenario's replicates."""
+    rng = Streams(0, fixed=True).numpy(f"verdict simulation/{scenario.name}/{seeds}")
+    held = against = covered = intervals = 0
+    for _ in range(scenario.replicates):
+        runs, instances = scenario.draw(rng, seeds)
+        verdict = judge(scenario.claim, runs, instances)
+        held += verdict.verdict == HOLDS
+        against += verdict.verdict == CONTRADICTED
+        effect = verdict.effect
+        if scenario.true_effect is not None and effect is not None and effect.low is not None:
+            intervals += 1
+            covered += effect.low <= scenario.true_effect <= effect.high
+    return {"holds": held / scenario.replicates, "contradicted": against / scenario.replicates,
+            "coverage": covered / intervals if intervals else float("nan")}
+
+
+def measure_all() -> dict[tuple[str, int], dict[str, float]]:
+    return {(s.name, n): measure(s, n) for s in SCENARIOS for n in SEED_COUNTS}
+
+
+def table(results: dict[tuple[str, int], dict[str, float]]) -> str:
+    """A markdown table: per scenario and seed count, P(holds), P(contradicted) and the
+    interval's coverage."""
+    head = " | ".join(f"{n} seeds: holds / contr. / cover." for n in SEED_COUNTS)
+    lines = [f"| rule | scenario (truth) | correct verdict | {head} |",
+             "|---|---|---|" + "---|" * len(SEED_COUNTS)]
+    for s in SCENARIOS:
+        cells = []
+        for n in SEED_COUNTS:
+            r = results[(s.name, n)]
+            cover = "-" if r["coverage"] != r["coverage"] else f"{r['coverage']:.3f}"
+            cells.append(f"{r['holds']:.3f} / {r['contradicted']:.3f} / {cover}")
+        lines.append(f"| {s.rule} | {s.name} ({s.truth}) | {s.expected} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write(path: Path, text: str) -> None:
+    """Replace the table between the markers of ``path``."""
+    doc = path.read_text()
+    pattern = re.compile(re.escape(TABLE_START) + ".*?" + re.escape(TABLE_END), re.S)
+    if not pattern.search(doc):
+        raise ValueError(f"{path} has no {TABLE_START} ... {TABLE_END} markers")
+    path.write_text(pattern.sub(lambda _: f"{TABLE_START}\n{text}\n{TABLE_END}", doc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", type=Path, help="a markdown file with the table markers")
+    args = parser.parse_args(argv)
+    text = table(measure_all())
+    print(text)
+    if args.write:
+        write(args.write, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
