@@ -2,8 +2,8 @@
 
 ``collect`` finds the runs (``results.json``) and failures (``failed.json``) under a folder
 (the ``make reproduce`` sweep, a multirun, or single runs); ``summarize`` judges each paper's
-claims over its seeds (``claims.judge``, each claim by its rule); ``write_report`` writes ``report.md``,
-``index.html`` (one self-contained page: figures embedded, opens offline) and
+claims over its seeds (``claims.judge``, each claim by its rule); ``write_report`` writes
+``report.md``, ``index.html`` (one self-contained page: figures embedded, opens offline) and
 ``summary.json`` (what the README table is generated from, see ``readme_table``).
 """
 
@@ -36,8 +36,8 @@ from experiments.claims import (
     paper_verdict,
     parse,
 )
-from experiments.claims.papers import ROOT
 from experiments.claims.language import comparisons
+from experiments.claims.papers import ROOT
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
 from experiments.runner.results import read_instances, read_json
 
