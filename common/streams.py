@@ -67,13 +67,13 @@ class Streams:
         return torch.Generator(device=device).manual_seed(self.seed(name))
 
     @contextlib.contextmanager
-    def torch_default(self, name: str) -> Iterator[None]:
-        """torch's global CPU generator seeded from the stream inside the block and restored
-        after it: for code that draws from it with no way to pass a generator (a module's
-        parameter initialisation)."""
+    def torch_default(self, name: str, devices: tuple = ()) -> Iterator[None]:
+        """torch's global generators (the CPU's and those of the CUDA ``devices``) seeded
+        from the stream inside the block and restored after it: for code that draws from
+        them with no way to pass a generator (a module's parameter initialisation)."""
         import torch
 
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=list(devices)):
             torch.manual_seed(self.seed(name))
             yield
 

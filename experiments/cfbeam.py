@@ -67,6 +67,7 @@ def tree_experiment(cfg, ctx) -> tuple[dict, dict]:
     instances = {"hard": (1, list(arms)),
                  "stochastic_lures": (tree.stochastic_branching, ["vanilla", "cfbeam_adaptive"])}
     metrics, rows, curves = {}, [], {}
+    rng = ctx.rng_for("tree")
     for instance, (branching, arm_names) in instances.items():
         for name in arm_names:
             frontiers = []
@@ -74,7 +75,7 @@ def tree_experiment(cfg, ctx) -> tuple[dict, dict]:
                 policy, ystar = hard_instance(c, tree.hard_steps, branching)
                 frontier = survival_frontier(policy, ystar, arms[name], list(tree.widths),
                                              list(tree.samples), tree.hard_steps, tree.trials,
-                                             tree.survival, ctx.rng)
+                                             tree.survival, rng)
                 frontiers.append(frontier)
                 budget = frontier.min_budget(tree.survival)
                 rows.append({"instance": instance, "method": name, "coverage": c,
@@ -83,7 +84,7 @@ def tree_experiment(cfg, ctx) -> tuple[dict, dict]:
             budgets = [f.min_budget(tree.survival) for f in frontiers]
             curves[(instance, name)] = budgets
             slope, low, high = min_budget_slope(tree.coverages, frontiers, tree.survival,
-                                                    ctx.rng, tree.bootstrap)
+                                                    rng, tree.bootstrap)
             key = {("hard", "vanilla"): "vanilla", ("hard", "cfbeam"): "cfbeam",
                    ("hard", "cfbeam_adaptive"): "cfbeam_adaptive",
                    ("stochastic_lures", "vanilla"): "vanilla_stochastic_lures",
@@ -107,10 +108,11 @@ def _best_of_n_on_the_tree(tree, ctx, rows, curves) -> dict[str, float]:
     """Best-of-N simulated: the smallest N whose success rate reaches the target, against the
     number of hard steps at C = bon_coverage (closed form 1 - (1 - C^-L)^N as reference)."""
     simulated, closed = [], []
+    rng = ctx.rng_for("best-of-n on the tree")
     for steps in tree.bon_hard_steps:
         policy, ystar = hard_instance(tree.bon_coverage, steps)
         tokens = bon_success_budget(policy, ystar, steps, list(tree.samples), tree.trials,
-                                    tree.survival, ctx.rng)
+                                    tree.survival, rng)
         simulated.append(tokens / steps)  # samples N (every sample has `steps` tokens)
         closed.append(bon_min_samples(tree.bon_coverage, steps, tree.survival))
         rows.append({"instance": "hard", "method": "bon", "coverage": tree.bon_coverage,
@@ -126,16 +128,17 @@ def _noisy_reward_regret(tree, ctx, rows) -> dict[str, float]:
     """Regret of the final choice among LL-beam's finished beams under r + N(0, sigma^2)."""
     policy, ystar = hard_instance(4, tree.hard_steps)
     metrics = {}
+    rng = ctx.rng_for("noisy reward")
     for sigma in tree.reward_noise:
         regret = []
         for _ in range(tree.trials):
             noise = {}
 
             def noisy(y, sigma=sigma, noise=noise):
-                noise.setdefault(y, float(y == ystar) + sigma * ctx.rng.standard_normal())
+                noise.setdefault(y, float(y == ystar) + sigma * rng.standard_normal())
                 return noise[y]
 
-            res = beam_search(policy, 8, 8, tree.hard_steps, noisy, ctx.rng)
+            res = beam_search(policy, 8, 8, tree.hard_steps, noisy, rng)
             regret.append(1.0 - float(res.best == ystar))
         metrics[f"tree_regret_reward_noise_{sigma:g}"] = float(np.mean(regret))
         rows.append({"instance": "hard", "method": "vanilla", "reward_noise": sigma,
@@ -150,24 +153,25 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
     adaptive = AdaptiveSampling(max_samples=s["N"], stop_mass=cfg.protocol.tree.stop_mass,
                                 alpha=cfg.protocol.tree.stop_alpha)
     results, rows = {}, []
-    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng)
+    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng_for("lm prompts"))
+    rng, reward_noise = ctx.rng_for("lm sampling"), ctx.rng_for("lm reward noise")
     pad_id = getattr(tokenizer, "pad_token_id", None) or 0
     for task in ctx.progress(prompts, "prompts"):
         policy = CausalLMPolicy(model, task.prompt_ids, task.eos_id, pad_id=pad_id)
         steps = task.max_new_tokens
 
         def reward(y, task=task):
-            return float(task.correct(y)) + noise * ctx.rng.standard_normal()
+            return float(task.correct(y)) + noise * reward_noise.standard_normal()
 
         runs = {
-            "bon": best_of_n(policy, n_seq, steps, reward, ctx.rng),
-            "majority": majority_vote(policy, n_seq, steps, task.extract, ctx.rng),
-            "bomaj": best_of_majority(policy, n_seq, steps, reward, task.extract, ctx.rng,
+            "bon": best_of_n(policy, n_seq, steps, reward, rng),
+            "majority": majority_vote(policy, n_seq, steps, task.extract, rng),
+            "bomaj": best_of_majority(policy, n_seq, steps, reward, task.extract, rng,
                                       s["alpha"]),
-            "beam": beam_search(policy, s["B"], s["N"], steps, reward, ctx.rng),
-            "cfbeam": beam_search(policy, s["B"], s["N"], steps, reward, ctx.rng,
+            "beam": beam_search(policy, s["B"], s["N"], steps, reward, rng),
+            "cfbeam": beam_search(policy, s["B"], s["N"], steps, reward, rng,
                                   filt=s["filt"], tau=s["tau"], rank=s["rank"]),
-            "cfbeam_adaptive": beam_search(policy, s["B"], None, steps, reward, ctx.rng,
+            "cfbeam_adaptive": beam_search(policy, s["B"], None, steps, reward, rng,
                                            adaptive=adaptive),
         }
         row = {"horizon": task.horizon}

@@ -56,7 +56,8 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol = cfg.protocol
     ns = np.array(list(protocol.n_values), dtype=float)
-    seeds = [ctx.seed * 1000 + s for s in range(protocol.seeds)]
+    # the replicates' seeds, shared by every n and study (paired comparisons across n)
+    seeds = [ctx.streams.seed(f"replicate {r}") for r in range(protocol.seeds)]
     depth = cfg.method.depth
     rows, metrics, curves = [], {}, {}
 

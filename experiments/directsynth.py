@@ -10,13 +10,13 @@ hostile-program suite runs through the sandbox."""
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from pathlib import Path
 
 import numpy as np
 
 from common.errors import UserError
+from common.streams import Streams
 from data.planning import generated_training, larger_tasks, planning_domains
 from experiments.helpers.figures import subplots
 from experiments.helpers.parallel import map_jobs
@@ -82,21 +82,23 @@ def _tasks(domain_file, paths) -> list:
     return [t for t in (ground(domain_file, p) for p in paths) if not t.unsolvable]
 
 
-def test_sets(cfg: RootConfig, seed: int, output_dir: Path, domain) -> dict[str, list]:
+def test_sets(cfg: RootConfig, streams: Streams, output_dir: Path, domain) -> dict[str, list]:
     chosen = cfg.dataset.test_set.name
     out = {}
     if chosen in ("easy", "both"):
         out["easy"] = _tasks(domain.domain_file, domain.testing)
     if chosen in ("larger", "both"):
         out["larger"] = _tasks(domain.domain_file, larger_tasks(
-            domain, seed, output_dir / "tasks" / "larger"))
+            domain, streams.seed("larger tasks"), output_dir / "tasks" / "larger"))
     return out
 
 
 def run_domain(cfg: RootConfig, seed: int, output_dir: Path, domain, generator=None) -> dict:
-    """Both loops and the test evaluation on one domain. Depends on ``seed`` and the
-    domain only, so the domains may run in worker processes in any order."""
-    seed_everything(seed)
+    """Both loops and the test evaluation on one domain. Depends on the run ``seed`` and the
+    domain only (its streams are named by the domain), so the domains may run in worker
+    processes in any order; the result names the streams drawn."""
+    streams = Streams(seed).child(domain.name)
+    seed_everything(streams.seed("global generators"))
     method, protocol, data = cfg.method, cfg.protocol, cfg.dataset
     limits = Limits(protocol.max_states, protocol.max_expansions, protocol.timeout,
                     protocol.memory_mb, method.sandbox.name, protocol.task_budget,
@@ -104,17 +106,19 @@ def run_domain(cfg: RootConfig, seed: int, output_dir: Path, domain, generator=N
     larger_limits = dataclasses.replace(limits, max_states=protocol.larger_max_states)
     training_paths = (domain.training if data.training_set.name == "ipc" else
                       generated_training(domain, data.training_size, data.training_tasks,
-                                         seed, output_dir / "tasks" / "training"))
+                                         streams.seed("training tasks"),
+                                         output_dir / "tasks" / "training"))
     training = _tasks(domain.domain_file, training_paths)
-    testing = test_sets(cfg, seed, output_dir, domain)
+    testing = test_sets(cfg, streams, output_dir, domain)
+    proposer_seed = streams.seed("proposer")  # the same for ours and the baseline
     start = time.perf_counter()
-    ours_proposer = make_proposer(cfg, seed, domain, training, generator)
+    ours_proposer = make_proposer(cfg, proposer_seed, domain, training, generator)
     ours = synthesize_direct(ours_proposer.propose, training, method.max_programs, limits)
     ours.proposer_evaluations = getattr(ours_proposer, "feature_evaluations", 0)
     ours_seconds = time.perf_counter() - start
     start = time.perf_counter()
     baseline_proposer = (ours_proposer.fresh() if isinstance(ours_proposer, PotentialProposer)
-                         else make_proposer(cfg, seed, domain, training, generator))
+                         else make_proposer(cfg, proposer_seed, domain, training, generator))
     best, sampled = sample_and_select(baseline_proposer.propose, training,
                                       protocol.baseline_programs, limits)
     baseline_seconds = time.perf_counter() - start
@@ -161,7 +165,9 @@ def run_domain(cfg: RootConfig, seed: int, output_dir: Path, domain, generator=N
                          for i, c in enumerate(checks)],
             "test": test,
             "perfect": perfect_is_direct(testing.get("easy", []), protocol.perfect_max_states,
-                                         protocol.max_steps, random.Random(seed))}
+                                         protocol.max_steps,
+                                         streams.python("randomised hill climbing")),
+            "streams": streams.used}
 
 
 @register_paper("directsynth")
@@ -178,6 +184,7 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     else:  # a language model (or its endpoint) lives in this process
         results = [run_domain(*job, generator) for job in ctx.progress(jobs, "domains")]
     for r in results:
+        ctx.streams.used.update(r.pop("streams"))  # drawn in the worker processes
         ctx.info(f"{r['domain']}: ours {r['programs_ours']} programs ({r['stopped']}), "
                  f"{r['evaluations_ours']} evaluations; baseline {r['programs_baseline']} "
                  f"programs ({r['programs_baseline_equal_quality'] or 'never'} at equal "

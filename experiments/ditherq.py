@@ -97,10 +97,11 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         raise UserError(f"{quantizer} supports method.bits in 1..{max_bits}, got {bits}")
     rotation, dither = method.rotation.name, bool(method.dither)  # the arm under test
 
-    families = _families(cfg, ctx.rng)
+    families = _families(cfg, ctx.rng_for("input families"))
     ctx.info(f"{quantizer}: bits {bits}, {cfg.protocol.n_trials} trials, families "
              + ", ".join(f"{k}({len(v)})" for k, v in families.items()))
-    nmse = measure_nmse(families, quantizer, bits, cfg.protocol.n_trials, ctx.rng,
+    nmse = measure_nmse(families, quantizer, bits, cfg.protocol.n_trials,
+                        ctx.rng_for("rotations and dithers"),
                         progress=lambda it: ctx.progress(it, "trials"))
 
     rows = []
@@ -137,7 +138,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     timing_rows = []
     grid = [(d, b) for d in cfg.protocol.timing_dims for b in cfg.protocol.timing_batches]
     for d, batch in ctx.progress(grid, "timing"):
-        times = rotation_seconds_per_vector(d, cfg.protocol.timing_repeats, ctx.rng, batch)
+        times = rotation_seconds_per_vector(d, cfg.protocol.timing_repeats,
+                                            ctx.rng_for(f"timing inputs d{d} b{batch}"), batch)
         timing_rows.append({"dim": d, "batch": batch, "dense_us": 1e6 * times.dense,
                             "rht_us": 1e6 * times.forward, "rht_inverse_us": 1e6 * times.inverse,
                             "speedup": times.dense / times.forward,

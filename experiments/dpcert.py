@@ -60,19 +60,22 @@ def certify_grid(p_a, p_b, correct, r_values, radii, train_pld, sigma) -> tuple[
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     method, protocol = cfg.method, cfg.protocol
     x_tr, y_tr, x_te, y_te, shape = load_images(cfg.dataset.name, cfg.dataset.max_train,
-                                                cfg.dataset.max_test, ctx.seed)
+                                                cfg.dataset.max_test,
+                                                ctx.streams.seed("data subsample"))
     sigma, k = method.smoothing_sigma, method.partitions
-    gen = torch.Generator().manual_seed(ctx.seed)
+    gen = ctx.streams.torch("smoothing noise")
 
     def train_dpa(x, y):
         module = DPAEnsemble(torch.as_tensor(x), torch.as_tensor(y), hash_partition(x, k), k,
-                             method.hidden, CLASSES, method.dpa_lr, ctx.seed, sigma)
+                             method.hidden, CLASSES, method.dpa_lr, ctx.streams.child("dpa"),
+                             sigma)
         return fit(module, method.dpa_steps, ctx.compute).net.cpu()
 
     def train_dpsgd(x, y):
         module = DPSGDPopulation(torch.as_tensor(x), torch.as_tensor(y), method.dpsgd_models,
                                  CLASSES, method.dpsgd_noise_multiplier, method.dpsgd_clip,
-                                 method.dpsgd_sampling_rate, method.dpsgd_lr, ctx.seed, sigma)
+                                 method.dpsgd_sampling_rate, method.dpsgd_lr,
+                                 ctx.streams.child("dpsgd"), sigma)
         return fit(module, method.dpsgd_steps, ctx.compute).net.cpu()
 
     ctx.info(f"{cfg.dataset.name}: {len(y_tr)} train, {len(y_te)} certified test points")
@@ -142,7 +145,7 @@ def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_d
     t = cfg.protocol.trigger
     sigma = cfg.method.smoothing_sigma
     trigger = patch_trigger(shape, t.size, float(t.l2_norm))
-    rng = np.random.default_rng(ctx.seed + 7)
+    rng = ctx.rng_for("trigger sources")
     source = rng.choice(np.nonzero(y_tr != t.target)[0], t.poisoned, replace=False)
     x_poison = np.concatenate([x_tr, x_tr[source] + trigger[None, :]])
     y_poison = np.concatenate([y_tr, np.full(len(source), t.target)])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import torch
 
 from common.errors import UserError
 from experiments.helpers.figures import subplots
@@ -123,7 +122,7 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     n_layers = len(model.get_decoder().layers)
     layer = cfg.protocol.residual_layer % n_layers
     sampling = Sampling(temperature=cfg.protocol.temperature)
-    generator = torch.Generator().manual_seed(ctx.seed)
+    generator = ctx.streams.torch("dialogue sampling")
     signals = extract(model, tokenizer, cfg, sampling, generator, layer, ctx)
     steering = variants(cfg)
     strengths = sorted({1.0, *cfg.protocol.strengths})

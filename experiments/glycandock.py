@@ -59,16 +59,15 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from methods.glycandock.model import predict, train_docking
 
     protocol = cfg.protocol
-    rng = np.random.default_rng(ctx.seed)
-    bench = synthetic_benchmark(cfg.dataset, rng)
+    bench = synthetic_benchmark(cfg.dataset, ctx.rng_for("benchmark"))
     ctx.info(f"{len(bench.train)} training complexes; held-out attachment sites "
              f"{bench.held_out_motifs}, families {bench.held_out_families}; "
              f"{len(bench.skipped_topologies)} topologies without a clash-free complex left out")
     automorphism_cache: dict = {}
     topologies = {cx.name: complex_topology(cx, automorphism_cache)
                   for complexes in bench.test.values() for cx in complexes}
-    metrics = {"rmsd_oracle_max_err": rmsd_oracles(bench.test["glycan"][:25], rng,
-                                                   topologies)}
+    metrics = {"rmsd_oracle_max_err": rmsd_oracles(bench.test["glycan"][:25],
+                                                   ctx.rng_for("rmsd oracle"), topologies)}
     rows, predictions, nets = [], {}, {}
     for arm in ctx.progress(list(protocol.arms), "arms"):
         tech = technique(arm, cfg.method)
@@ -76,7 +75,7 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         if trained_as not in nets:
             nets[trained_as] = train_docking(bench.train, tech, protocol.epochs,
                                              protocol.batch_size, protocol.hidden, protocol.lr,
-                                             ctx.seed, ctx.compute)
+                                             ctx.streams.seed("training"), ctx.compute)
         for split, complexes in bench.test.items():
             preds = predict(nets[trained_as], complexes, tech,
                             chi_minimum=arm == "chi_minimum")

@@ -101,9 +101,8 @@ def guarantee_sweep(cfg: RootConfig, rng: np.random.Generator, generator: torch.
 @register_paper("gscoreset")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method = cfg.protocol, cfg.method
-    rng = np.random.default_rng(ctx.seed)
-    generator = torch.Generator().manual_seed(ctx.seed)
-    scene, prescribed, novel, extent = scene_and_cameras(cfg.dataset, rng)
+    scene, prescribed, novel, extent = scene_and_cameras(cfg.dataset,
+                                                         ctx.rng_for("scene and cameras"))
     n = len(scene)
     with torch.no_grad():
         targets = {"prescribed": [render(scene, c)[0].clamp(0, 1) for c in prescribed],
@@ -114,7 +113,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     jobs = [(name, b) for b in protocol.budgets for name in scores]
     for name, budget_fraction in ctx.progress(jobs, "coresets (method x budget)"):
         budget = max(1, int(round(budget_fraction * n)))
-        coreset = select(name, scores[name], budget, generator)
+        coreset = select(name, scores[name], budget,
+                         ctx.streams.torch(f"coreset {name} at {budget_fraction:g}"))
         weights = coreset.full_weights(n)
         errors = objective.errors(coreset)
         row = {"method": name, "budget": budget_fraction, "kept": len(coreset),
@@ -135,7 +135,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                     tuned, prescribed, targets["prescribed"])
                 row["psnr_novel_finetuned"], _ = image_quality(tuned, novel, targets["novel"])
     ctx.save_table("coresets", rows)
-    guarantee = guarantee_sweep(cfg, rng, generator)
+    guarantee = guarantee_sweep(cfg, ctx.rng_for("guarantee scene"),
+                                ctx.streams.torch("guarantee samples"))
     ctx.save_table("guarantee", guarantee["rows"])
     ctx.save_figure("coresets", _figure(rows, guarantee, cfg.protocol.guarantee.delta))
     return _metrics(rows, shares, objective, guarantee, protocol)

@@ -87,22 +87,24 @@ def lm_scores_experiment(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                         "model=membership-lm (or another tiny-lm config)")
     items, public, contaminated = contaminated_lm_benchmark(
         data_cfg.n_items, data_cfg.length, data_cfg.vocab, data_cfg.n_models, data_cfg.rate_low,
-        data_cfg.rate_high, ctx.rng)
+        data_cfg.rate_high, ctx.rng_for("benchmark"))
     audited = np.nonzero(~public)[0]
     per_model_p = []
     for k in ctx.progress(range(data_cfg.n_models), "training LMs"):
         rows = np.concatenate([items[public], items[audited[contaminated[:, k]]]])
         data = Dataset.from_dict({"input_ids": rows.tolist(), "labels": rows.tolist()})
-        seed = ctx.seed * 100 + k
+        streams = ctx.streams.child(f"audited LM {k}")
         fresh = build_tiny_llama(cfg.model, data_cfg.vocab, pad_id=0,
-                                 max_positions=data_cfg.length, seed=seed)
-        lm = train_causal_lm(fresh, data, optimization_of(cfg.model), seed, ctx.compute)
+                                 max_positions=data_cfg.length, seed=streams.seed("init"))
+        lm = train_causal_lm(fresh, data, optimization_of(cfg.model), streams.seed("batches"),
+                             ctx.compute)
         scores = min_k_percent(lm, items, data_cfg.k_percent)
         per_model_p.append(conformal_pvalues(scores[public], scores[audited],
-                                             method.randomized_pvalues, ctx.rng))
+                                             method.randomized_pvalues,
+                                             streams.numpy("p-value ties")))
     null = contaminated.any(axis=1)
-    selections, per_model = Procedures(np.column_stack(per_model_p), method, ctx.rng).select(
-        method.alpha)
+    procedures = Procedures(np.column_stack(per_model_p), method, ctx.rng_for("selection"))
+    selections, per_model = procedures.select(method.alpha)
     metrics, rows = {}, []
     for name, sel in selections.items():
         fdp, power = _fdp_power(sel, null)
@@ -125,12 +127,13 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     rows, results, overlaps = [], {}, []
     for design, spec in cfg.protocol.designs.items():
         runs = []
+        data_rng, audit_rng = ctx.rng_for(f"{design}/scores"), ctx.rng_for(f"{design}/audit")
         for _ in ctx.progress(range(reps), f"audits ({design})"):
             scores = synthetic_membership(
                 data_cfg.n_items, data_cfg.n_models, data_cfg.rate_low, data_cfg.rate_high,
-                spec.design.name, data_cfg.shift, spec.rho, data_cfg.n_calibration, ctx.rng,
+                spec.design.name, data_cfg.shift, spec.rho, data_cfg.n_calibration, data_rng,
                 spec.clean_tail.name, spec.member_tail.name)
-            audit, overlap = one_audit(scores, method, alphas, ctx.rng)
+            audit, overlap = one_audit(scores, method, alphas, audit_rng)
             runs.append(audit)
             if design == "default":
                 overlaps.append(overlap)

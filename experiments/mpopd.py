@@ -92,7 +92,7 @@ def tiny_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
     return Setting(teacher, student,
                    lambda rng: scratchpad_prompts(digits, per_step, rng, data.verbose),
                    scratchpad_prompts(digits, cfg.protocol.eval_prompts // len(digits),
-                                      ctx.rng, data.verbose),
+                                      ctx.rng_for("held-out prompts"), data.verbose),
                    method.max_new_tokens, EOS, PAD)
 
 
@@ -106,7 +106,7 @@ def hub_setting(cfg: RootConfig, ctx: RunContext) -> Setting:
                         "model@student=qwen3-0.6b")
     teacher, tokenizer, student = load_with_shared_tokenizer(cfg.model, cfg.student,
                                                              ctx.compute, ctx.cache_dir)
-    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng)
+    prompts = lm_prompts(cfg.dataset, cfg.model, tokenizer, ctx.rng_for("prompts"))
     held_out, train = split_held_out(prompts, cfg.protocol.eval_prompts, cfg.dataset.name)
     per_step = cfg.method.prompts_per_step
 
@@ -174,8 +174,11 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         return setting.train_prompts(np.random.default_rng(seed))
 
     protocol = cfg.protocol
-    results = {"teacher": evaluate(setting.teacher, setting, ctx.seed),
-               "student_start": evaluate(setting.student, setting, ctx.seed)}
+    # every variant trains and is evaluated on the same streams: paired comparisons
+    train_seed = ctx.streams.seed("training")
+    eval_seed = ctx.streams.seed("evaluation sampling")
+    results = {"teacher": evaluate(setting.teacher, setting, eval_seed),
+               "student_start": evaluate(setting.student, setting, eval_seed)}
     curves: dict[str, list[dict]] = {}
     for name in ctx.progress(list(protocol.variants), "distillation variants"):
         proposal, opd = variant_settings(name, method, protocol.steps)
@@ -183,12 +186,12 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                              RolloutConfig(method.prompts_per_step, method.group_size,
                                            setting.max_new_tokens, eos_id=setting.eos_id,
                                            pad_id=setting.pad_id, lr=method.lr),
-                             opd, proposal, seed=ctx.seed)
+                             opd, proposal, seed=train_seed)
         curve = (LearningCurve(setting, spread(setting.held_out, protocol.curve_prompts),
-                               protocol.eval_every, ctx.seed)
+                               protocol.eval_every, eval_seed)
                  if protocol.eval_every > 0 else None)
         post_train(module, protocol.steps, ctx.compute, callbacks=[curve] if curve else ())
-        results[name] = evaluate(module.policy, setting, ctx.seed)
+        results[name] = evaluate(module.policy, setting, eval_seed)
         results[name].update(module.cost)
         ctx.log({f"{key}_{name}": value for key, value in results[name].items()})
         if curve:

@@ -80,7 +80,7 @@ def train_variant(policy, teacher, lam: float, regime: Regime, cfg: RootConfig,
         GRPOConfig(scale_rewards=method.scale_rewards.name, loss_type=method.loss_type),
         PHConfig(lam, method.weighting.name, method.surprise.name, method.predictor.name,
                  method.head_lr, method.base.name, method.distill_weight),
-        regime.turns, regime.fmt, teacher, seed=ctx.seed)
+        regime.turns, regime.fmt, teacher, seed=ctx.streams.seed("training"))
     return post_train(module, cfg.protocol.steps, ctx.compute)
 
 
@@ -111,7 +111,7 @@ def tiny_setting(cfg: RootConfig, ctx: RunContext):
     for name, turns, tool in (("single", 1, False), ("multi", protocol.turns_multi,
                                                      protocol.episode_multi.name == "tool")):
         held_out = graded_prompts(digits, protocol.eval_prompts, max_digits,
-                                  np.random.default_rng(ctx.seed + 1), tool)
+                                  ctx.rng_for(f"held-out prompts ({name})"), tool)
         regimes.append(Regime(name, turns, tiny_format(max_digits, tool), held_out,
                               lambda rng, tool=tool: graded_prompts(
                                   digits, method.prompts_per_step, max_digits, rng, tool)))
@@ -151,7 +151,7 @@ def hub_setting(cfg: RootConfig, ctx: RunContext):
     tasks = [TextConfidencePrompt(
         encode_prompt(tokenizer, f"{q.question}\n{CONFIDENCE_INSTRUCTION}", chat),
         encode_prompt(tokenizer, f"{q.question}\n{PROBE_TEXT}", chat), q.reference,
-        q.extract, decode) for q in text_questions(cfg.dataset, ctx.rng)]
+        q.extract, decode) for q in text_questions(cfg.dataset, ctx.rng_for("questions"))]
     held_out, train = split_held_out(tasks, protocol.eval_prompts, cfg.dataset.name)
     fmt = text_format(tokenizer, chat, cfg.dataset.max_new_tokens)
 
@@ -171,15 +171,16 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     policy, teacher, regimes = setting(cfg, ctx)
     lambdas = sorted({0.0, *protocol.lambdas, method.lam})
     rows, results, zero_variance = [], {}, []
+    eval_seed = ctx.streams.seed("evaluation episodes")  # the same for every variant: paired
     for regime in regimes:
         name = regime.name
-        results[(name, "sft")] = evaluate(policy, regime, ctx.seed, method.predictor.name)
+        results[(name, "sft")] = evaluate(policy, regime, eval_seed, method.predictor.name)
         if teacher is not None:
-            results[(name, "teacher")] = evaluate(teacher, regime, ctx.seed,
+            results[(name, "teacher")] = evaluate(teacher, regime, eval_seed,
                                                   method.predictor.name)
         for lam in ctx.progress(lambdas, f"{method.base.name} variants ({name}-turn)"):
             module = train_variant(policy, teacher, lam, regime, cfg, ctx)
-            results[(name, lam)] = evaluate(module.policy, regime, ctx.seed,
+            results[(name, lam)] = evaluate(module.policy, regime, eval_seed,
                                             method.predictor.name, module.head)
             zero_variance += [h["zero_variance_groups"] for h in module.history]
             ctx.log({f"train_reward_{name}_lambda{lam:g}": float(np.mean(

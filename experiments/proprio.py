@@ -60,8 +60,7 @@ from methods.proprio.score import (
 )
 from methods.proprio.selection import best_of_n_curves
 
-HELD_OUT_CLIPS = 256  # real clips no generator trains on (their own random stream)
-HELD_OUT_SEED = 10**6
+HELD_OUT_CLIPS = 256  # real clips no generator trains on (their own stream)
 
 
 def world_of(cfg) -> BallWorld:
@@ -87,14 +86,16 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
 
     p, world = cfg.protocol, world_of(cfg)
     net = trained_generator(world, p.generator, ctx)
-    held_out = torch.as_tensor(real_clips(world, HELD_OUT_CLIPS, np.random.default_rng(
-        HELD_OUT_SEED + ctx.seed)))
-    rng = np.random.default_rng(ctx.seed + 1)
+    held_out = torch.as_tensor(real_clips(world, HELD_OUT_CLIPS, ctx.rng_for("held-out clips")))
+    rng = ctx.rng_for("clips")
     opts = options_of(cfg.method)
     shape = (world.frames, world.size, world.size)
-    scorer = SelfScorer(net, shared_perturbations(shape, opts.perturbations, ctx.seed), opts)
-    metrics, r_real, scores, disc = discrimination(world, scorer, p, rng, ctx.seed)
-    metrics["generator_heldout_flow_loss"] = held_out_flow_loss(net, held_out, ctx.seed)
+    scorer = SelfScorer(net, shared_perturbations(shape, opts.perturbations,
+                                                  ctx.streams.seed("perturbations")), opts)
+    metrics, r_real, scores, disc = discrimination(world, scorer, p, rng,
+                                                   ctx.streams.seed("discriminator"))
+    metrics["generator_heldout_flow_loss"] = held_out_flow_loss(
+        net, held_out, ctx.streams.seed("held-out noise"))
     conditions = torch.as_tensor(real_clips(world, p.conditions, rng))
     pools = sample_pools(net, world, conditions, scorer, disc,
                          options_of(cfg.method, mask=False), p, ctx)
@@ -146,8 +147,10 @@ def trained_generator(world: BallWorld, g, ctx: RunContext):
 
     width = g.hidden if g.architecture == "mlp" else g.token_width
 
+    seed = ctx.streams.seed("generator training")
+
     def build(folder):
-        net = train_generator(world, g.steps, g.batch, width, g.blocks, g.lr, ctx.seed,
+        net = train_generator(world, g.steps, g.batch, width, g.blocks, g.lr, seed,
                               ctx.compute, progress=True, architecture=g.architecture,
                               condition_frames=g.condition_frames)
         torch.save(net.state_dict(), folder / "generator.pt")
@@ -158,7 +161,7 @@ def trained_generator(world: BallWorld, g, ctx: RunContext):
         net.load_state_dict(torch.load(folder / "generator.pt", weights_only=True))
         return net.eval()
 
-    key = {"world": vars(world), **dataclasses.asdict(g), "seed": ctx.seed}
+    key = {"world": vars(world), **dataclasses.asdict(g), "seed": seed}
     net = ctx.cached("proprio_generator", key, ["methods.proprio.generator", "data.bouncing_balls"],
                      build, load)
     for param in net.parameters():
@@ -201,10 +204,10 @@ def sample_pools(net, world: BallWorld, conditions, scorer: SelfScorer, disc,
 
     shape = (world.frames, world.size, world.size)
     n, pools = p.samples_per_condition, []
+    noise_streams = ctx.streams.child("sample noise")
     for i in ctx.progress(range(len(conditions)), "conditions"):
         cond = condition_of(conditions[i:i + 1], net.condition_frames).expand(n, -1, -1, -1)
-        noise = torch.randn((n, *shape), generator=torch.Generator().manual_seed(
-            ctx.seed * 100003 + i))
+        noise = torch.randn((n, *shape), generator=noise_streams.torch(f"condition {i}"))
         with torch.no_grad():
             clips = sample(net, cond, noise, p.sampler_steps, p.shift)
             d = -disc(clips).numpy()
@@ -347,10 +350,10 @@ def self_select_real_videos(cfg: RootConfig, ctx: RunContext) -> dict[str, float
                         "dataset=videophy2 (by name, or dataset.prompts_file=...)")
     prompts = video_prompts(cfg.dataset)
     scorer = WanSelfScorer(load_wan_pipeline(cfg.model, ctx.compute.device),
-                           options_of(cfg.method), ctx.seed)
+                           options_of(cfg.method), ctx.streams.seed("perturbations"))
     video = dataclasses.asdict(cfg.protocol.video)
     n = int(video.pop("samples_per_prompt"))
-    generator = torch.Generator(ctx.compute.device).manual_seed(ctx.seed)
+    generator = ctx.streams.torch("sampling", ctx.compute.device)
     rows, inputs = [], []
     for i, prompt in enumerate(ctx.progress(prompts, "prompts")):
         out = scorer.best_of_n(prompt, n, generator, **video)

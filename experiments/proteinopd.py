@@ -62,7 +62,9 @@ def build_models(cfg: RootConfig, ctx: RunContext, corpus: list[str]) -> Protein
     else:
         hub_base, tokenizer = load_causal_lm(m, ctx.compute, ctx.cache_dir)
         alphabet = proteins.tokenizer_alphabet(tokenizer)
-    seed = m.seed if local else ctx.seed
+    # a tiny base and its teachers are the model's own (trained once, the same at every run
+    # seed); a hub base's teachers are the run's
+    seed = m.seed if local else ctx.streams.seed("teacher fine-tuning")
     config = {"model": asdict(m), "dataset": asdict(data),
               "teachers": {"objectives": objectives, "top_fraction": p.teacher_top_fraction,
                            "steps": p.teacher_steps, "lr": p.teacher_lr}, "seed": seed}
@@ -170,7 +172,8 @@ class Comparison:
     def evaluate(self, model) -> dict:
         data = self.cfg.dataset
         return evaluate(model, self.models.base, self.design, self.models.alphabet,
-                        self.cfg.protocol.eval_samples, data.max_length, self.ctx.seed)
+                        self.cfg.protocol.eval_samples, data.max_length,
+                        self.ctx.streams.seed("evaluation samples"))
 
     def student(self, weights: list[float], mixture: str = "geometric"):
         """(module, evaluation) of the student distilled with teacher ``weights``."""
@@ -178,7 +181,8 @@ class Comparison:
         if key not in self.students:
             module = distill(self.models.base, self.teachers, list(weights),
                              self.design_reward, self.settings, self.models.alphabet,
-                             self.cfg.dataset.max_length, self.ctx.seed, self.ctx.compute,
+                             self.cfg.dataset.max_length, self.ctx.streams.seed("distillation"),
+                             self.ctx.compute,
                              mixture)
             self.students[key] = (module, self.evaluate(module.policy))
         return self.students[key]
@@ -190,7 +194,7 @@ class Comparison:
             module = align_with_rl(self.models.base, self.design_reward,
                                    self.cfg.method.sequences_per_step, p.rl_group_size, p.rl_lr,
                                    kl_beta, p.rl_steps, self.models.alphabet, data.max_length,
-                                   ctx.seed, ctx.compute)
+                                   ctx.streams.seed("rl"), ctx.compute)
             self.rl_runs[kl_beta] = (module, self.evaluate(module.policy))
         return self.rl_runs[kl_beta]
 
@@ -230,7 +234,8 @@ class Comparison:
                                                            p.teacher_top_fraction,
                                                            data.min_length),
                                   p.teacher_steps, p.teacher_lr, p.teacher_batch_size,
-                                  data.max_length, ctx.seed, ctx.compute, models.alphabet)
+                                  data.max_length, ctx.streams.seed("sequential fine-tuning"),
+                                  ctx.compute, models.alphabet)
         results["sequential"] = self.evaluate(sequential)
         return results, opd, rl
 

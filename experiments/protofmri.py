@@ -137,7 +137,8 @@ class Encoders:
 def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
                  cfg: RootConfig, ctx: RunContext, rng: np.random.Generator) -> Encoders:
     method, protocol = cfg.method, cfg.protocol
-    features = patch_features(method.backbone, method.channels, ctx.seed,
+    features = patch_features(method.backbone, method.channels,
+                              ctx.streams.seed("feature extractor"),
                               method.colour_weight, ctx.device)
     tokens = features.tokens(images)
     if method.selection.name == "voxel_greedy":
@@ -183,7 +184,7 @@ def encode_real_subject(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         subject = load_algonauts(data.root, data.subject, data.roi_class, data.image_size,
                                  data.limit)
         images, y, ids = subject.images, subject.fmri, subject.nsd_ids
-        test = _random_split(len(images), data.test_fraction, ctx.rng)
+        test = _random_split(len(images), data.test_fraction, ctx.rng_for("test split"))
         labels = {"hemisphere": subject.hemisphere}
     else:
         from data.nsd import load_nsd
@@ -192,13 +193,13 @@ def encode_real_subject(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                            data.limit, lambda it: ctx.progress(it, "sessions"))
         images, y, ids = subject.images, subject.responses, subject.nsd_ids
         test = subject.shared if subject.shared.any() and not subject.shared.all() else \
-            _random_split(len(images), data.test_fraction, ctx.rng)
+            _random_split(len(images), data.test_fraction, ctx.rng_for("test split"))
         full = ~np.isnan(subject.repeats).any(axis=(0, 2))
         if full.sum() >= 10:  # images seen three times
             nc = noise_ceiling(subject.repeats[:, full])
         labels = {}
     train, test = np.flatnonzero(~test), np.flatnonzero(test)
-    fit = fit_encoders(images, y, train, test, cfg, ctx, ctx.rng)
+    fit = fit_encoders(images, y, train, test, cfg, ctx, ctx.rng_for("encoder fit"))
     a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     ctx.save_table("voxels", [{"voxel": v, **{k: str(val[v]) for k, val in labels.items()},
                                "r_proto": float(r_proto[v]), "r_blackbox": float(r_black[v]),
@@ -231,16 +232,16 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if cfg.dataset.name in ("algonauts2023", "nsd"):
         return encode_real_subject(cfg, ctx)
     data, protocol = cfg.dataset, cfg.protocol
-    rng = ctx.rng
     n = data.train_images + data.test_images
-    scenes = random_scenes(n, rng, data.max_concepts)
-    stimuli = render(scenes, rng)
+    scenes = random_scenes(n, ctx.rng_for("scenes"), data.max_concepts)
+    stimuli = render(scenes, ctx.rng_for("rendering"))
     population = voxel_population(data.voxels, stimuli.masks, data.repeats,
-                                  tuple(data.noise_ceiling), rng, data.prf_sigma)
-    repeats = responses(population, stimuli.masks, data.repeats, rng)
+                                  tuple(data.noise_ceiling), ctx.rng_for("voxel population"),
+                                  data.prf_sigma)
+    repeats = responses(population, stimuli.masks, data.repeats, ctx.rng_for("response noise"))
     y = repeats.mean(0)
     train, test = np.arange(data.train_images), np.arange(data.train_images, n)
-    fit = fit_encoders(stimuli.images, y, train, test, cfg, ctx, rng)
+    fit = fit_encoders(stimuli.images, y, train, test, cfg, ctx, ctx.rng_for("encoder fit"))
     features, tokens, layer, readout = fit.features, fit.tokens, fit.layer, fit.readout
     a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     nc = noise_ceiling(repeats[:, test])
@@ -253,7 +254,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                                         stimuli.presence[test], match))
     selectivity = synthesis_selectivity(features, layer, readout, population,
                                         [scenes[i] for i in test], protocol.synthesis_images,
-                                        rng, lambda it: ctx.progress(it, "synthesis"))
+                                        ctx.rng_for("synthesis scenes"),
+                                        lambda it: ctx.progress(it, "synthesis"))
     if isinstance(features, PatchFeatures):
         synthesis, pairs = image_synthesis(features, layer, readout, population,
                                            stimuli.images[test], stimuli.presence[test], match,

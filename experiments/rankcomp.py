@@ -73,10 +73,11 @@ def sample_instances(data_cfg, stress, rng: np.random.Generator) -> list[tuple[s
 def axiom_records(instances, method_cfg, ctx: RunContext) -> list[dict]:
     """Every applicable algorithm and baseline on every profile, with its axiom checks."""
     records = []
+    rng = ctx.rng_for("randomised algorithms")
     for group, profile in ctx.progress(instances, "profiles"):
         domains = domain_of(profile)
         for name in _methods_for(domains, profile.shape[1]):
-            outputs = compress(name, profile, method_cfg.k, rng=ctx.rng)
+            outputs = compress(name, profile, method_cfg.k, rng=rng)
             records.append({"group": group, "method": name, "n": len(profile),
                             "m": profile.shape[1], "domains": "+".join(sorted(domains)),
                             **evaluate(profile, outputs, method_cfg)})
@@ -122,7 +123,7 @@ def axiom_metrics(records: list[dict], instances) -> dict[str, float]:
 
 def impossibility_experiment(search_cfg, ctx: RunContext) -> dict[str, float]:
     """Exhaustive search for a profile without any pairwise-proportional output."""
-    found = find_pairwise_impossibility(ctx.rng, search_cfg.max_n,
+    found = find_pairwise_impossibility(ctx.rng_for("impossibility search"), search_cfg.max_n,
                                         [tuple(s) for s in search_cfg.sizes], search_cfg.tries)
     if found is not None:
         ctx.info(f"no pairwise-proportional output exists for m={found['m']}, k={found['k']}, "
@@ -137,7 +138,7 @@ def impossibility_experiment(search_cfg, ctx: RunContext) -> dict[str, float]:
 
 @register_paper("rankcomp")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
-    instances = sample_instances(cfg.dataset, cfg.protocol.stress, ctx.rng)
+    instances = sample_instances(cfg.dataset, cfg.protocol.stress, ctx.rng_for("profiles"))
     records = axiom_records(instances, cfg.method, ctx)
     ctx.save_table("axioms_by_instance", records)
     metrics = axiom_metrics(records, instances)
@@ -159,14 +160,16 @@ def _timings(timing_cfg, k: int, ctx: RunContext) -> list[dict]:
                   "pairwise_single_crossing": "single_crossing",
                   "pairwise_single_peaked": "single_peaked_walsh", "kmedoids": "impartial"}
     rows = []
+    profiles = ctx.streams.fixed("timing profiles")  # the same profiles at every run seed
+    rng = ctx.rng_for("timing")
     grid = [("n", voters, timing_cfg.m_fixed) for voters in timing_cfg.n_values]
     grid += [("m", timing_cfg.n_fixed, candidates) for candidates in timing_cfg.m_values]
     for axis, voters, candidates in ctx.progress(grid, "timing"):
         for name, culture in culture_of.items():
             profile = sample_profile(culture, voters, candidates,
-                                     seed=voters * 100 + candidates)
+                                     seed=profiles.seed(f"{culture} n={voters} m={candidates}"))
             start = time.perf_counter()
-            compress(name, profile, k, rng=ctx.rng)
+            compress(name, profile, k, rng=rng)
             rows.append({"axis": axis, "method": name, "n": voters, "m": candidates,
                          "seconds": time.perf_counter() - start})
     return rows

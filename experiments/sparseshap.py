@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from common.errors import UserError
+from common.streams import Streams
 from data.tabular import load_tabular
 from experiments.helpers.figures import subplots
 from experiments.helpers.fits import fit_loglog_slope, slope_with_interval
@@ -22,8 +23,9 @@ SPARSE_OPTIONS = ("sparsity", "decoder", "size_distribution", "mixture", "penalt
 class Evaluator:
     """Runs estimators on games and keeps the evaluation count honest."""
 
-    def __init__(self, cfg: RootConfig, rng: np.random.Generator) -> None:
-        self.seed = int(rng.integers(2**31))
+    def __init__(self, cfg: RootConfig, streams: Streams) -> None:
+        self.streams = streams  # the run's estimator sampling
+        self.games = streams.fixed("scaling games")  # the same games at every run seed
         self.total_evaluations = 0
         method = cfg.method
         self.sparse_kwargs = {k: getattr(method, k) for k in SPARSE_OPTIONS if hasattr(method, k)}
@@ -37,7 +39,7 @@ class Evaluator:
         same draws."""
         value = CountingValueFunction(game, n)
         kwargs = self.sparse_kwargs if estimator == "sparse_leverage_shap" else {}
-        rng = np.random.default_rng([self.seed, n, int(budget), *draw])
+        rng = self.streams.numpy(f"n={n} budget={int(budget)} draw={draw}")
         est = ESTIMATORS[estimator](value, int(budget), rng, **kwargs)
         if value.evaluations > budget:
             raise RuntimeError(f"{estimator} used {value.evaluations} > {budget} evaluations")
@@ -79,9 +81,11 @@ def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, 
     """Budget at which the median relative error first reaches ``target``: the first grid
     budget at or below it, interpolated on log-log axes with the grid point before (the grid
     alone would quantize the fitted exponents); inf if the grid never gets there.
-    Games of repetition r are seeded by r alone, so every n sees the same coefficients;
-    ``stream`` numbers an independent sampling stream."""
-    games = [_sparse_game(cfg_sparse, n, s, np.random.default_rng([r, s])) for r in range(reps)]
+    Games of repetition r come from a fixed stream named by r and s alone, so every n (and
+    every run seed) sees the same coefficients; ``stream`` numbers an independent sampling
+    stream."""
+    games = [_sparse_game(cfg_sparse, n, s, ev.games.numpy(f"repetition {r} s={s}"))
+             for r in range(reps)]
     previous = None
     for budget in budgets:
         err = float(np.nanmedian([ev.relerr(estimator, g, phi, n, budget, r, stream)
@@ -99,7 +103,7 @@ def real_game_experiment(ev: Evaluator, estimators, real_cfg, protocol, rows: li
                          ctx: RunContext) -> dict[str, float]:
     """Median relative error of every estimator on a real explanation game at budgets
     ``real_budget_multiples`` x n; the sparse / Leverage SHAP ratio at each."""
-    real = _real_games(real_cfg, ctx.rng)
+    real = _real_games(real_cfg, ctx.rng_for("real games"))
     n_real = real[0][2]
     metrics = {}
     for multiple in protocol.real_budget_multiples:
@@ -167,11 +171,12 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     n, s = data_cfg.sparse.n, data_cfg.sparse.s
     default_budget = (protocol.budget if protocol.budget is not None
                       else int(round(4 * s * s * np.log(n))))
-    ev = Evaluator(cfg, ctx.rng)
+    ev = Evaluator(cfg, ctx.streams.child("estimator sampling"))
     metrics: dict[str, float] = {"budget": default_budget}
     estimators = list(ESTIMATORS) if protocol.compare else [chosen]
 
-    games = [_sparse_game(data_cfg.sparse, n, s, ctx.rng) for _ in range(protocol.repetitions)]
+    game_rng = ctx.rng_for("games")
+    games = [_sparse_game(data_cfg.sparse, n, s, game_rng) for _ in range(protocol.repetitions)]
     budgets = sorted({int(max(8, round(f * n))) for f in protocol.budget_multipliers}
                      | {default_budget}) if protocol.compare else [default_budget]
     rows, curves = [], {}

@@ -62,7 +62,7 @@ def explain_point(models: dict, x: np.ndarray, lo, hi, max_component: int,
 @register_paper("sufexplain")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method = cfg.protocol, cfg.method
-    task = binary_task(cfg.dataset, np.random.default_rng(ctx.seed))
+    task = binary_task(cfg.dataset, ctx.rng_for("task"))
     edges = select_edges(task.x_train, task.y_train, method.edges, method.max_component)
     nets = train_models(cfg, ctx, task, edges)
     key = task.name

@@ -83,7 +83,8 @@ def elicitation_experiment(ev: Evaluation, families: dict, board: dict, ctx: Run
             if name == reference:
                 continue
             gaps = per_traj[name] - per_traj[reference]
-            lo, hi = paired_bootstrap_ci(gaps, method.n_bootstrap, ctx.rng)
+            lo, hi = paired_bootstrap_ci(gaps, method.n_bootstrap,
+                                         ctx.rng_for(f"bootstrap {score} {schedule} {name}"))
             tps_rows.append({"score": score, "schedule": schedule, "predictor": name,
                              "gap_vs_reference": float(np.mean(gaps)), "ci_low": lo,
                              "ci_high": hi, "strictly_worse": lo > 0})
@@ -117,7 +118,7 @@ def recalibration_experiment(ev: Evaluation, families: dict, ctx: RunContext
                              ) -> dict[str, float]:
     """2. Recalibrating the overconfident predictor, fitted on the calibration split."""
     calib, test = ev.calib, ev.test
-    calib_fams = ev.families(calib, ctx.rng)
+    calib_fams = ev.families(calib, ctx.rng_for("calibration predictors"))
     rows, metrics = [], {}
     for kind in ("temperature", "platt", "isotonic"):
         fmap = fit_recalibration(kind, calib_fams["tempered"][calib.mask], ev.pooled_y)
@@ -143,8 +144,9 @@ def censoring_experiment(ev: Evaluation, families: dict, design_cfg, ctx: RunCon
     on the main data and on a designed case (fixed horizon: most trajectories censor)."""
     designs = {"main": (ev.test, families)}
     if not ev.real:
-        design_data = synthetic_trajectories(design_cfg, ctx.rng)
-        designs["designed"] = (design_data, ev.families(design_data, ctx.rng))
+        design_data = synthetic_trajectories(design_cfg, ctx.rng_for("censoring design"))
+        designs["designed"] = (design_data, ev.families(design_data,
+                                                        ctx.rng_for("censoring predictors")))
     rows, metrics = [], {}
     for design, (d, fams) in designs.items():
         rows_d, exact_diff = _censoring(d, fams, ev.reference, with_exact=not ev.real)
@@ -166,13 +168,13 @@ def censoring_experiment(ev: Evaluation, families: dict, design_cfg, ctx: RunCon
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     real = cfg.dataset.name == "agent_log"
     data = (load_agent_log(cfg.dataset.path) if real
-            else synthetic_trajectories(cfg.dataset, ctx.rng))
+            else synthetic_trajectories(cfg.dataset, ctx.rng_for("trajectories")))
     calib, test = data.split(cfg.protocol.calibration_fraction)
     pooled_y = np.broadcast_to(calib.y[:, None], calib.mask.shape)[calib.mask]
     ev = Evaluation(calib, test, pooled_y, real, cfg.method)
     ctx.info(f"{cfg.dataset.name}: {len(test.y)} test trajectories, mean length "
              f"{test.mask.sum(1).mean():.1f}, success rate {test.y.mean():.3f}")
-    families = ev.families(test, ctx.rng)
+    families = ev.families(test, ctx.rng_for("test predictors"))
     board = leaderboard(families, test, cfg.method.gamma)
     ctx.save_table("leaderboard", [{"metric": metric, **vals} for metric, vals in board.items()])
     metrics = elicitation_experiment(ev, families, board, ctx)

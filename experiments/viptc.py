@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.streams import Streams
 from data.reid_stream import reid_pretraining, reid_stream
 from experiments.helpers.figures import subplots
 from experiments.helpers.parallel import map_jobs
@@ -59,12 +60,13 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     options = LossOptions(method.tau, method.divergence.name, method.anchor.name,
                           method.form.name, method.margin, method.cmptc_topology.name)
     rows, stage_rows, exemplars = [], [], 0
-    seeds = [ctx.seed + k for k in range(protocol.seeds)]
+    # the run's independent streams (replicates), each named by its index; "seed" in the
+    # tables is the stream's seed
+    seeds = [ctx.streams.seed(f"stream {k}") for k in range(protocol.seeds)]
     streams, pretraining = {}, {}
     for seed in seeds:
-        rng = np.random.default_rng(seed)
-        streams[seed] = reid_stream(data, rng)
-        pretraining[seed] = reid_pretraining(data, rng)
+        streams[seed] = reid_stream(data, Streams(seed).numpy("tasks"))
+        pretraining[seed] = reid_pretraining(data, Streams(seed).numpy("pretraining data"))
     spec = NetSpec(method.backbone, method.width, method.dim)
     if spec.backbone != "small_cnn":
         spec.build()  # fetched once here; a missing model fails before the jobs

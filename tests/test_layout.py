@@ -5,6 +5,7 @@ lives, never through a protocol module."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,43 @@ def test_tests_never_import_a_protocol_module():
 def test_protocols_do_not_select_a_plotting_backend():
     for path in project_files("experiments"):
         assert "matplotlib.use(" not in path.read_text(), path
+
+
+# Random draws come from streams by name (common/streams.py): no arithmetic on a seed, no
+# reseeding of a global generator, no draw from the run seed itself.
+SEED_PATTERNS = {
+    "arithmetic on a seed": re.compile(r"\bseed\w*\s*[-+*%]\s*[\w(]|[\w)]\s*[+*]\s*\w*seed\b"),
+    "a global torch reseed": re.compile(r"\btorch\.manual_seed\("),
+    "a global numpy or python reseed": re.compile(r"\b(np\.random|random)\.seed\("),
+    "a draw from the run seed": re.compile(
+        r"(default_rng|manual_seed|Random|RandomState|SeedSequence)\(\s*ctx\.seed\b"),
+    "the removed ctx.rng": re.compile(r"\bctx\.rng\b"),
+}
+# the streams themselves, and the runner seeding each process's globals from the run seed
+SEED_OWNERS = {"common/streams.py", "experiments/runner/seeding.py"}
+
+
+def test_random_streams_are_named_never_derived_by_arithmetic():
+    found = []
+    for layer in ("common", "models", "data", "methods", "experiments"):
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in SEED_OWNERS:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = re.sub(r"(\"[^\"]*\"|'[^']*')", '""', line.split("#")[0])
+                found += [f"{name}:{number}: {what}: {line.strip()}"
+                          for what, pattern in SEED_PATTERNS.items() if pattern.search(code)]
+    assert not found, "\n".join(found)
+
+
+def test_the_seed_patterns_catch_what_they_forbid():
+    for line in ("rng = np.random.default_rng(ctx.seed + 7)", "seeds = [ctx.seed * 100 + k]",
+                 "torch.manual_seed(seed)", "np.random.seed(0)",
+                 "gen = torch.Generator().manual_seed(seed + 1)", "x = 1000 * seed",
+                 "Random(ctx.seed)", "rng = ctx.rng"):
+        assert any(p.search(line) for p in SEED_PATTERNS.values()), line
+    for line in ('log.info("seed %d", seed)', "gen = streams.torch('init')",
+                 "g = torch.Generator().manual_seed(stream_seed)"):
+        code = re.sub(r"(\"[^\"]*\"|'[^']*')", '""', line)
+        assert not any(p.search(code) for p in SEED_PATTERNS.values()), line

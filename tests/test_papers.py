@@ -4,8 +4,11 @@ same metrics.json, timings aside."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from common.streams import Streams
 from experiments.claims import paper_info
 
 from .conftest import run_paper
@@ -22,6 +25,23 @@ def test_smoke_run_writes_the_primary_metrics(key, smoke_run):
     missing = [m for m in paper_info(key)["primary_metrics"] if m not in metrics]
     assert not missing, f"{key}: primary metrics not written: {missing}"
     assert list((run_dir / "figures").glob("*.png"))
+
+
+@pytest.mark.parametrize("key", sorted(SMOKE))
+def test_runs_at_seeds_0_to_9_share_no_stream_but_the_declared_fixed_ones(key, smoke_run):
+    """The streams a run drew (results.json), re-derived at seeds 0-9: every run stream's
+    state differs across seeds and names; a fixed stream is the same at every seed."""
+    _, run_dir = smoke_run(key)
+    used = json.loads((run_dir / "results.json").read_text())["streams"]
+    assert used, f"{key} drew from no named stream"
+    states = {}
+    for name, kind in used.items():
+        at_seeds = [Streams(seed, fixed=kind == "fixed").seed(name) for seed in range(10)]
+        if kind == "fixed":
+            assert len(set(at_seeds)) == 1
+        else:
+            states |= {(name, seed): state for seed, state in enumerate(at_seeds)}
+    assert len(set(states.values())) == len(states)
 
 
 @pytest.mark.slow  # over 10 s: make test-slow

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.streams import Streams
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,7 +44,6 @@ def random_causal_lm(arch, seed: int = 0, device: str = "cpu", dtype=None, **con
     hf = hf_config(arch)
     for key, value in config.items():
         setattr(hf, key, value)
-    cuda = [torch.device(device)] if torch.device(device).type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda), torch.device(device):
-        torch.manual_seed(seed)
+    cuda = (torch.device(device),) if torch.device(device).type == "cuda" else ()
+    with Streams(seed).torch_default("init", cuda), torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(hf, torch_dtype=dtype)

@@ -20,6 +20,7 @@ import numpy as np
 
 from common.cache import load_or_build
 from common.ranks import is_global_zero
+from common.streams import Streams
 from experiments.runner.results import INSTANCES, to_scalar, write_csv
 from experiments.runner.seeding import resolve_device
 
@@ -36,7 +37,11 @@ class RunContext:
         cache_dir: a folder shared between runs for expensive, config-keyed artefacts.
         requested_device: ``device`` as configured; ``device`` resolves it on first use.
         trainer: the ``trainer`` config (Lightning accelerator, strategy, devices, ...).
-        seed: the run seed; ``rng`` is a numpy Generator seeded from it.
+        seed: the run seed (a label: never draw from it directly or do arithmetic on it).
+        streams: random streams by name derived from the seed (``common/streams.py``):
+            ``ctx.rng_for("held_out")``, ``ctx.streams.torch("init")``,
+            ``ctx.streams.child("ferry")``; fixed ones (the same at every seed) by
+            ``ctx.streams.fixed("games")``. The names drawn go to ``results.json``.
         stream_curves: write ``ctx.log`` scalars to ``curves.csv`` (``logger=csv|wandb``).
         wandb: the W&B mirror or ``None``.
     """
@@ -48,12 +53,16 @@ class RunContext:
     seed: int
     stream_curves: bool = True
     wandb: Any = None
-    rng: np.random.Generator = field(init=False)
+    streams: Streams = field(init=False)
     _device: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
+        self.streams = Streams(self.seed)
         self.writes = is_global_zero()
+
+    def rng_for(self, name: str) -> np.random.Generator:
+        """The numpy Generator of the run's stream ``name``."""
+        return self.streams.numpy(name)
 
     @property
     def device(self) -> str:

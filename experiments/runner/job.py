@@ -204,6 +204,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "git_sha": git_sha(PROJECT_ROOT), "versions": package_versions(),
         "python": sys.version.split()[0], "started_at": started_at,
         "wall_time_s": round(wall, 3), "claims": verdicts,
+        "streams": dict(sorted(ctx.streams.used.items())),
     })
     if mirror is not None:
         mirror.summary(metrics, verdicts)

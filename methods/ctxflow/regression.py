@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from common.streams import Streams
+
 
 def _predict(query: torch.Tensor, attn: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     return (query + attn @ V.T)[..., -1]
@@ -37,13 +39,14 @@ def icl_loss_gaussian(A, V, w, x_query) -> torch.Tensor:
 def online_gd_deviation(d: int, n: int, steps: int, lr: float, seed: int,
                         init_scale: float = 0.3) -> float:
     """sup over iterations of ||theta_t^(n) - theta_t^(inf)||_F, theta = (A, V)."""
-    gen = torch.Generator().manual_seed(seed)
+    streams = Streams(seed)
+    gen = streams.torch("parameters and queries")
     dim = d + 1
     init = [init_scale * torch.randn(dim, dim, generator=gen, dtype=torch.float64)
             for _ in range(2)]
     finite = [p.clone().requires_grad_(True) for p in init]
     infinite = [p.clone().requires_grad_(True) for p in init]
-    ctx_gen = torch.Generator().manual_seed(seed + 10_000)
+    ctx_gen = streams.torch("context")
     worst = 0.0
     for _ in range(steps):
         w = torch.randn(d, generator=gen, dtype=torch.float64)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from common.errors import UserError
+from common.streams import Streams
 from models.trainer import Compute, make_trainer, step_indices
 
 
@@ -56,18 +57,17 @@ class DPAEnsemble(L.LightningModule):
     """k MLPs, model j trained full-batch on partition j (cross-entropy, Adam)."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, partition: np.ndarray, k: int,
-                 hidden: int, classes: int, lr: float, seed: int, noise_sigma: float = 0.0
-                 ) -> None:
+                 hidden: int, classes: int, lr: float, streams: Streams,
+                 noise_sigma: float = 0.0) -> None:
         super().__init__()
         self.noise_sigma = noise_sigma  # Gaussian augmentation, as smoothing needs
-        self.gen = torch.Generator().manual_seed(seed + 1)
+        self.gen = streams.torch("augmentation")
         self.register_buffer("x", x)
         self.register_buffer("y", y)
         mask = torch.zeros(k, len(y))
         mask[torch.as_tensor(partition), torch.arange(len(y))] = 1.0
         self.register_buffer("mask", mask)
-        self.net = BatchedMLP(k, x.shape[1], hidden, classes,
-                              torch.Generator().manual_seed(seed))
+        self.net = BatchedMLP(k, x.shape[1], hidden, classes, streams.torch("init"))
         self.lr = lr
 
     def training_step(self, batch, batch_idx):
@@ -92,17 +92,16 @@ class DPSGDPopulation(L.LightningModule):
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, models: int, classes: int,
                  noise_multiplier: float, clip: float, sampling_rate: float, lr: float,
-                 seed: int, noise_sigma: float = 0.0) -> None:
+                 streams: Streams, noise_sigma: float = 0.0) -> None:
         super().__init__()
         self.noise_sigma = noise_sigma  # per-example Gaussian augmentation
         self.automatic_optimization = False
         self.register_buffer("x", x)
         self.register_buffer("onehot", nn.functional.one_hot(y, classes).float())
-        self.net = BatchedMLP(models, x.shape[1], 0, classes,
-                              torch.Generator().manual_seed(seed))
+        self.net = BatchedMLP(models, x.shape[1], 0, classes, streams.torch("init"))
         self.noise_multiplier, self.clip = noise_multiplier, clip
         self.q, self.lr = sampling_rate, lr
-        self.gen = torch.Generator().manual_seed(seed + 1)
+        self.gen = streams.torch("sampling and noise")
 
     def training_step(self, batch, batch_idx):
         m, n = self.net.w2.shape[0], len(self.x)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from common.streams import Streams
 from data.glycan_complexes import AMINO_ACIDS, ANCHORS, AROMATIC, Complex
 from data.glycans import GlycanBuilder, chi_energy
 from methods.glycandock.features import (
@@ -233,13 +234,16 @@ class DockingModule(L.LightningModule):
 def train_docking(train: list[Complex], technique: Technique, epochs: int, batch_size: int,
                   hidden: int, lr: float, seed: int,
                   compute: Compute | None = None) -> DockingNet:
-    torch.manual_seed(seed)
+    streams = Streams(seed)
     batches = make_batches(train, technique.topology, batch_size)
-    net = DockingNet(batches[0].glycan_x.shape[1], hidden, "distance" in technique.topology)
+    with streams.torch_default("initialisation"):
+        net = DockingNet(batches[0].glycan_x.shape[1], hidden, "distance" in technique.topology)
     module = DockingModule(net, technique, lr)
     loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=True,
-                                         collate_fn=lambda b: b)
-    make_trainer(compute, max_epochs=epochs, gradient_clip_val=1.0).fit(module, loader)
+                                         collate_fn=lambda b: b,
+                                         generator=streams.torch("batch order"))
+    with streams.torch_default("training"):
+        make_trainer(compute, max_epochs=epochs, gradient_clip_val=1.0).fit(module, loader)
     return net.cpu().eval()
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 
 import lightning as L
-import numpy as np
 import torch
 from torch import nn
 
+from common.streams import Streams
 from data.bouncing_balls import BallWorld, real_clips
 from models.trainer import Compute, make_trainer, step_indices
 
@@ -117,7 +117,7 @@ class FlowModule(L.LightningModule):
     def __init__(self, net: VelocityNet, world: BallWorld, batch: int, lr: float, seed: int):
         super().__init__()
         self.net, self.world, self.batch, self.lr = net, world, batch, lr
-        self.rng = np.random.default_rng(seed)
+        self.rng = Streams(seed).numpy("training clips")
 
     def training_step(self, _, __):
         x0 = torch.tensor(real_clips(self.world, self.batch, self.rng), device=self.device)
@@ -144,11 +144,11 @@ def train_generator(world: BallWorld, steps: int, batch: int, hidden: int, block
                     lr: float, seed: int, compute: Compute | None = None,
                     progress: bool = False, architecture: str = "mlp",
                     condition_frames: int = 2) -> _CleanClipVelocity:
-    torch.manual_seed(seed)
-    net = build_generator(world, architecture, hidden, blocks, condition_frames)
-    module = FlowModule(net, world, batch, lr, seed)
-    make_trainer(compute, progress_bar=progress, max_steps=steps).fit(module,
-                                                                      step_indices(steps))
+    with Streams(seed).torch_default("initialisation and training noise"):
+        net = build_generator(world, architecture, hidden, blocks, condition_frames)
+        module = FlowModule(net, world, batch, lr, seed)
+        make_trainer(compute, progress_bar=progress, max_steps=steps).fit(module,
+                                                                          step_indices(steps))
     return net.cpu().eval()
 
 

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.streams import Streams
+
 
 @dataclass(frozen=True)
 class ScoreOptions:
@@ -175,13 +177,15 @@ class Discriminator(nn.Module):
 def train_discriminator(real: np.ndarray, fake: np.ndarray, epochs: int, seed: int
                         ) -> Discriminator:
     """Logistic regression of real (1) vs corrupted (0) clips, full-batch Adam."""
-    torch.manual_seed(seed)
+    streams = Streams(seed)
     x = torch.tensor(np.concatenate([real, fake]))
     y = torch.cat([torch.ones(len(real)), torch.zeros(len(fake))])
-    disc = Discriminator(x.shape[1], x.shape[2])
+    with streams.torch_default("initialisation"):
+        disc = Discriminator(x.shape[1], x.shape[2])
     opt = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    order = streams.torch("batches")
     for _ in range(epochs):
-        for idx in torch.randperm(len(x)).split(256):
+        for idx in torch.randperm(len(x), generator=order).split(256):
             loss = F.binary_cross_entropy_with_logits(disc(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from common.streams import Streams
 from data import proteins
 from methods.proteinopd.distillation import ConsensusOPDModule, ScalarizedRLModule
 from methods.proteinopd.properties import (
@@ -103,7 +104,7 @@ def generate(model, count: int, max_length: int, seed: int, alphabet: proteins.A
     """``count`` unconditional samples (prompt ``<eos>``), exact sampling."""
     return sample_rollouts(model, [[alphabet.eos]] * count, max_length + 1,
                            eos_id=alphabet.eos, pad_id=alphabet.pad,
-                           generator=torch.Generator().manual_seed(seed))
+                           generator=Streams(seed).torch("samples"))
 
 
 def evaluate(model, base, design: DesignScore, alphabet: proteins.Alphabet, samples: int,
@@ -125,7 +126,8 @@ def evaluate(model, base, design: DesignScore, alphabet: proteins.Alphabet, samp
            "homopolymer": float(np.mean([longest_homopolymer(s) for s in sequences if s]
                                         or [0])),
            "unique": len(set(sequences)) / len(sequences),
-           "identity": mean_pairwise_identity(sequences, 200, np.random.default_rng(seed))}
+           "identity": mean_pairwise_identity(sequences, 200,
+                                              Streams(seed).numpy("identity pairs"))}
     for k, row in zip(design.objectives, z, strict=True):
         out[f"z_{k}"] = float(np.nanmean(row))
     return out

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from common.errors import UserError
+from common.streams import Streams
 from data.reid_stream import IR, RGB, ReidSplit, ReidTask
 from methods.viptc.losses import (
     ANCHORS,
@@ -221,15 +222,16 @@ def pretrain(split: ReidSplit, epochs: int, lr: float, ids_per_batch: int, per_m
     """The backbone and neck weights after cross-entropy + triplet training on a
     pretraining set (its identity head is dropped): every arm's common start on a stream,
     as a pretrained backbone is on real data."""
-    torch.manual_seed(seed)
-    net = spec.build()
-    labels = {pid: k for k, pid in enumerate(torch.unique(split.ids).tolist())}
-    net.add_head(len(labels))
-    module = StageModule(net, None, PrototypeBank(), Arm("pretraining"), LossOptions(),
-                         [labels], lr)
-    make_trainer(compute, max_epochs=1).fit(
-        module, _loader([ReidTask("pretraining", split, split)], [0], epochs, ids_per_batch,
-                        per_modality, np.random.default_rng(seed)))
+    streams = Streams(seed)
+    with streams.torch_default("pretraining"):
+        net = spec.build()
+        labels = {pid: k for k, pid in enumerate(torch.unique(split.ids).tolist())}
+        net.add_head(len(labels))
+        module = StageModule(net, None, PrototypeBank(), Arm("pretraining"), LossOptions(),
+                             [labels], lr)
+        make_trainer(compute, max_epochs=1).fit(
+            module, _loader([ReidTask("pretraining", split, split)], [0], epochs,
+                            ids_per_batch, per_modality, streams.numpy("pretraining batches")))
     return {k: v for k, v in module.net.cpu().state_dict().items()
             if not k.startswith("heads.")}
 
@@ -241,8 +243,14 @@ def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: in
     """Train ``arm`` over the stream from ``initial`` backbone and neck weights (e.g.
     ``pretrain``'s; None: from scratch); the evaluation after every stage on the tasks seen
     so far, and the state an exemplar-free method keeps between stages."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    streams = Streams(seed)
+    with streams.torch_default("training"):
+        return _run_stream(tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec,
+                           compute, initial, streams.numpy("batches"))
+
+
+def _run_stream(tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec, compute,
+                initial, rng) -> tuple[list[StageResult], dict]:
     net, bank, old = spec.build(), PrototypeBank(), None
     if initial is not None:
         net.load_state_dict(initial)

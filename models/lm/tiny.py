@@ -13,10 +13,9 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from common.cache import load_or_build
 from common.errors import UserError
+from common.streams import Streams
 
 log = logging.getLogger("paperlab")
 ARCHITECTURE_KEYS = ("layers", "hidden", "heads")
@@ -27,7 +26,6 @@ def build_tiny_llama(model_cfg, vocab_size: int, pad_id: int, max_positions: int
                      seed: int | None = None):
     """A fresh Llama-config model whose initial weights depend on ``seed`` only (default
     ``model_cfg.seed``), not on the global random state."""
-    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=model_cfg.hidden,
@@ -37,8 +35,7 @@ def build_tiny_llama(model_cfg, vocab_size: int, pad_id: int, max_positions: int
                          num_key_value_heads=model_cfg.heads,
                          max_position_embeddings=max_positions, pad_token_id=pad_id,
                          bos_token_id=None, eos_token_id=None, tie_word_embeddings=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(model_cfg.seed if seed is None else seed))
+    with Streams(int(model_cfg.seed if seed is None else seed)).torch_default("init"):
         return LlamaForCausalLM(config)
 
 
@@ -47,15 +44,13 @@ def build_tiny_gpt2(model_cfg, vocab_size: int, pad_id: int, eos_id: int, max_po
     """A fresh GPT-2-config model (ProtGPT2's architecture, scaled down, no dropout, as
     tiny-lm) with the same size fields as ``build_tiny_llama``; initial weights depend on
     ``seed`` only."""
-    import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=vocab_size, n_positions=max_positions,
                         n_embd=model_cfg.hidden, n_layer=model_cfg.layers,
                         n_head=model_cfg.heads, bos_token_id=eos_id, eos_token_id=eos_id,
                         pad_token_id=pad_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(model_cfg.seed if seed is None else seed))
+    with Streams(int(model_cfg.seed if seed is None else seed)).torch_default("init"):
         return GPT2LMHeadModel(config)
 
 
@@ -75,12 +70,13 @@ def train_tiny_lm(model_cfg, task, compute=None):
     from models.lm.rollout import completion_logits, given_completions
     from models.lm.training import replica_checksums, train_causal_lm
 
+    streams = Streams(int(model_cfg.seed))  # the model's own: the same at every run seed
     model = build_tiny_llama(model_cfg, task.vocab_size, task.pad_id, task.max_length)
-    data = task.training_data(np.random.default_rng(int(model_cfg.seed)))
-    model = train_causal_lm(model, data, optimization_of(model_cfg), int(model_cfg.seed),
+    data = task.training_data(streams.numpy("training data"))
+    model = train_causal_lm(model, data, optimization_of(model_cfg), streams.seed("batches"),
                             compute)
     accuracy = {}
-    held_out = task.held_out(np.random.default_rng(int(model_cfg.seed) + 1))
+    held_out = task.held_out(streams.numpy("held out"))
     for horizon, (prompts, targets) in held_out.items():
         forced = given_completions(prompts, targets, task.pad_id)
         with torch.no_grad():
