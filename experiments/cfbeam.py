@@ -185,6 +185,9 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
         rows.append(row)
     longest = max(h for _, h in results)
     at_longest = [r for r in rows if r["horizon"] == longest]
+    for name in LM_METHODS:  # each prompt of the longest horizon, paired across methods
+        ctx.save_instances(f"lm_accuracy_{name}_longest_L", {
+            f"prompt {i}": float(r[f"{name}_correct"]) for i, r in enumerate(at_longest)})
     metrics = {f"lm_accuracy_{name}_longest_L": float(np.mean(results[(name, longest)]))
                for name in LM_METHODS}
     metrics[f"lm_accuracy_cfbeam_longest_L_seed{ctx.seed}"] = metrics[

@@ -204,6 +204,10 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                   for name, rows in by.items() for row in rows])
     if any("larger" in r["test"] for r in results):
         ctx.save_table("larger", [_larger_row(r) for r in results])
+        for label, suffix in (("ours", ""), ("baseline", "_baseline")):  # paired by task
+            ctx.save_instances(f"larger_hillclimb_frac{suffix}", {
+                f"{r['domain']}/{row['task']}": float(row["hill_climb_solved"])
+                for r in results for row in r["test"]["larger"][label]})
     hostile = run_hostile_suite(ground(domains[0].domain_file, domains[0].training[0]),
                                 sandbox=cfg.method.sandbox.name)
     ctx.save_table("hostile_programs", [vars(o) for o in hostile])

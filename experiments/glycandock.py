@@ -91,6 +91,9 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                              "chi_energy": pred["chi_energy"] if pred["links"] else np.nan,
                              "pointer_ok": float(pred["pointer_ok"])})
         ctx.save_table("poses", rows)  # after every arm: a run stopped later keeps these
+    for arm in protocol.arms:  # the glycan split's complexes, paired across arms
+        ctx.save_instances(f"success2A_{arm}_glycan_split", {
+            r["case"]: r["success2A"] for r in rows if r["arm"] == arm and r["split"] == "glycan"})
     summary = summarize(rows)
     ctx.save_table("summary", summary)
     ctx.save_table("stratified", stratify(rows))

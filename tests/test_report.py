@@ -432,3 +432,25 @@ def test_make_reproduce_runs_the_declared_seeds_in_rounds():
         assert [s for s, members in plan if key in members] == list(range(count))
     assert [members for _, members in plan][0] == ["cfbeam", "dpcert", "tps"]  # order kept
     assert rounds(["tps", "cfbeam"], [0, 1]) == [("0,1", ["tps", "cfbeam"])]
+
+
+def test_the_report_pairs_the_instances_runs_wrote(tmp_path):
+    """tables/instances.csv of each seed's run: a comparison of two metrics is judged on the
+    paired instances both were measured on (the claimed side first, for < as for >)."""
+    from experiments.report.build import instance_pairs
+
+    runs = []
+    for seed, shift in enumerate((0.2, 0.3, 0.25)):
+        folder = tmp_path / f"seed{seed}"
+        (folder / "tables").mkdir(parents=True)
+        lines = ["metric,instance,value"]
+        for i in range(6):
+            lines += [f"a,task {i},{0.5 + shift + 0.01 * i}", f"b,task {i},{0.5 + 0.02 * i}"]
+        lines.append("b,only in b,1.0")
+        (folder / "tables" / "instances.csv").write_text("\n".join(lines) + "\n")
+        runs.append({"folder": str(folder)})
+    pairs = instance_pairs("a > b", runs)
+    assert len(pairs) == 3 and len(pairs[0]) == 6 and pairs[0][0] == (0.7, 0.5)
+    assert instance_pairs("b < a", runs)[0][0] == (0.7, 0.5)
+    assert instance_pairs("a > 0.5", runs) is None  # a threshold: the seeds decide
+    assert instance_pairs("a > b", runs + [{"folder": str(tmp_path / "none")}]) is None

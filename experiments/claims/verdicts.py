@@ -206,7 +206,8 @@ def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]
     """``effect`` with its interval from per-instance paired values (one list of (claimed
     side, other side) pairs per seed): the random-effects combination of the per-seed paired
     means. Falls back to the per-seed values' t-interval where an instance list has fewer
-    than two values."""
+    than two values or a seed's instances all tie (a zero variance would take all the
+    weight)."""
     import numpy as np
 
     if len(pairs) < 2 or any(len(p) < 2 for p in pairs):
@@ -214,6 +215,9 @@ def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]
     diffs = [np.array([a - b for a, b in p], float) for p in pairs]
     means = [float(d.mean()) for d in diffs]
     variances = [float(d.var(ddof=1)) / len(d) for d in diffs]
+    if min(variances) == 0:  # every instance tied at a seed: no weight for it; seeds decide
+        effect.method += " (instances tied within a seed)"
+        return effect
     effect.mean, effect.low, effect.high = random_effects_interval(means, variances,
                                                                    effect.level)
     effect.instances = [len(d) for d in diffs]
