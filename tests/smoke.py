@@ -17,6 +17,23 @@ def smoke(key: str) -> list[str]:
     return scale_override([f"+paper={key}", "scale=smoke"], [key])
 
 
+def smoke_settings(key: str, groups: tuple[str, ...]) -> list[str]:
+    """The smoke preset's settings of ``groups`` as ``key=value`` overrides, for a test that
+    swaps another group's option (whose keys the preset's would not fit)."""
+    from omegaconf import OmegaConf
+
+    preset = OmegaConf.load(ROOT / "conf" / "papers" / key / "scale" / "smoke.yaml")
+
+    def flat(prefix: str, node) -> list[str]:
+        if OmegaConf.is_dict(node):
+            return [o for k, v in node.items() for o in flat(f"{prefix}.{k}", v)]
+        value = OmegaConf.to_container(node) if OmegaConf.is_list(node) else node
+        return [f"{prefix}={'null' if value is None else value}".replace(" ", "")]
+
+    return [f"+paper={key}"] + [o for group in groups if group in preset
+                                for o in flat(group, preset[group])]
+
+
 # gcad's smoke run needs a chat model built by its test module (tests/test_gcad.py runs it
 # twice there), so it has no preset.
 SMOKE: dict[str, list[str]] = {

@@ -27,7 +27,7 @@ from methods.proteinopd import (
 from models.lm.objectives import generalized_jsd, reverse_kl, sampled_token_opd_loss
 
 from .conftest import run_failing, run_paper
-from .smoke import SMOKE
+from .smoke import SMOKE, smoke_settings
 
 # a fixed test sequence (standard residues only)
 SEQUENCE = ("MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSL"
@@ -232,6 +232,13 @@ def _small(tmp_path, front_kl_betas: str = "[]"):
             f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
+def _protocol_only(tmp_path, groups=("protocol",)):
+    """The smoke preset's sizes of ``groups``, for runs that swap the dataset or the
+    model."""
+    return [*smoke_settings("proteinopd", groups), "protocol.front_kl_betas=[]",
+            f"paths.cache_dir={tmp_path / 'cache'}"]
+
+
 def test_proteinopd_smoke_run(smoke_run):
     metrics, run_dir = smoke_run("proteinopd")
     for key in ("property_gain_opd", "property_gain_rl", "designability_nll_opd_minus_base",
@@ -253,8 +260,8 @@ def test_a_fasta_corpus_runs_through_the_same_protocol(run_dir, tmp_path):
                                        max_length=60)
     fasta = tmp_path / "corpus.fasta"
     fasta.write_text("".join(f">seq{i}\n{s}\n" for i, s in enumerate(corpus)))
-    metrics = run_paper(_small(tmp_path) + ["dataset=fasta_proteins", f"dataset.path={fasta}",
-                                            "dataset.max_length=60"], run_dir)
+    metrics = run_paper(_protocol_only(tmp_path, ("protocol", "model")) + [
+        "dataset=fasta_proteins", f"dataset.path={fasta}", "dataset.max_length=60"], run_dir)
     assert np.isfinite(metrics["property_gain_opd"])
 
 
@@ -295,8 +302,7 @@ def test_a_hub_format_protein_lm_runs_through_the_same_protocol(run_dir, tmp_pat
                                        max_length=60)
     fasta = tmp_path / "corpus.fasta"
     fasta.write_text("".join(f">seq{i}\n{s}\n" for i, s in enumerate(corpus)))
-    overrides = [o for o in _small(tmp_path) if not o.startswith("model.steps")]
-    metrics = run_paper(overrides + [
+    metrics = run_paper(_protocol_only(tmp_path) + [
         "model=protgpt2", f"model.hub_id={tmp_path / 'lm'}", "dataset=fasta_proteins",
         f"dataset.path={fasta}", "dataset.max_length=60"], run_dir)
     assert np.isfinite(metrics["property_gain_opd"])
