@@ -16,13 +16,10 @@ EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
 	MPLBACKEND=Agg OMP_NUM_THREADS=1
 
-# make reproduce: every paper's default at the seed count its conf/paper/<key>.yaml declares
-# (paper.seeds), in rounds by seed, longest first so two workers stay busy; PAPERS=a,b and
-# SEEDS=0,1 narrow it, LAUNCHER=submitit_slurm runs it on a cluster.
-ALL_PAPERS := cfbeam,gcad,prohind,viptc,directsynth,proteinopd,proprio,mpopd,sparseshap
-ALL_PAPERS := $(ALL_PAPERS),protofmri,glycandock,gscoreset,ctxflow,sufexplain,dpcert,jecs
-ALL_PAPERS := $(ALL_PAPERS),ditherq,rankcomp,tps
-PAPERS   ?= $(ALL_PAPERS)
+# make reproduce: every registered paper's default at the seed count its conf/paper/<key>.yaml
+# declares (paper.seeds), in rounds by seed, longest first so two workers stay busy;
+# PAPERS=a,b and SEEDS=0,1 narrow it, LAUNCHER=submitit_slurm runs it on a cluster.
+PAPERS   ?= all
 SEEDS    ?=
 LAUNCHER ?= joblib
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -31,6 +28,7 @@ PLAN_SCALE := $(if $(filter command line,$(origin SCALE)),$(SCALE),paper)
 GPU      ?= h100-80gb
 REPRODUCE_DIR ?= outputs/reproduce
 REPORT_FROM   ?= $(REPRODUCE_DIR)
+REPORT_OUT    ?= outputs/report
 
 .PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
 	reproduce report readme list clean plan plan-docs gpu-smoke device-wheels device-check-dry
@@ -122,7 +120,7 @@ device-check-dry: install  ## the GPU check's script here: tiny shapes, CPU, the
 	DRY=1 bash experiments/plan/device_check.sh
 
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
-	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report
+	$(PY) -m experiments.report $(REPORT_FROM) --out $(REPORT_OUT)
 
 readme: install  ## after a full make reproduce: publish docs/reproduction.json and the README table
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish

@@ -26,7 +26,7 @@ from experiments.runner.registry import known_papers  # noqa: E402
 from experiments.runner.sweep_summary import last_sweep  # noqa: E402
 from experiments.schemas import register_schemas  # noqa: E402
 
-HELP_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--shell-completion", "-sc"}
+HELP_FLAGS = {"-h", "--help", "--hydra-help", "--shell-completion", "-sc"}
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -478,13 +478,9 @@ def read_structure(path: Path) -> StructureAtoms:
 def load_protglycandock(hub_id: str, split: str | None, limit: int) -> list[dict]:
     """Rows of the ProtGlycanDock table (any schema) from the Hugging Face hub or its local
     cache; ``split`` filters a ``split`` column when there is one."""
-    from datasets import load_dataset
+    from data.hub import load_hub_dataset
 
-    try:
-        table = load_dataset(hub_id)
-    except Exception as err:  # noqa: BLE001 - offline or missing cache
-        raise UserError(f"could not load dataset '{hub_id}' ({type(err).__name__}); it needs "
-                        "network access or a local Hugging Face cache") from None
+    table = load_hub_dataset(hub_id)
     rows = [dict(r) for part in table.values() for r in part]
     if split and rows and "split" in rows[0]:
         rows = [r for r in rows if r["split"] == split]

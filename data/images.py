@@ -26,14 +26,10 @@ def load_images(name: str, max_train: int | None, max_test: int | None, seed: in
         train, test = order[:cut], order[cut:]
         x_tr, y_tr, x_te, y_te, shape = x[train], y[train], x[test], y[test], (8, 8)
     elif name in HUB_IDS:
-        from datasets import load_dataset
+        from data.hub import load_hub_dataset
 
         hub_id, image_key, label_key = HUB_IDS[name]
-        try:
-            ds = load_dataset(hub_id)
-        except Exception as err:  # noqa: BLE001 - offline or missing cache
-            raise UserError(f"could not load dataset '{hub_id}' ({type(err).__name__}); it "
-                            "needs network access or a local Hugging Face cache") from None
+        ds = load_hub_dataset(hub_id, instead="use dataset=digits (bundled with scikit-learn)")
 
         def to_arrays(split):
             imgs = np.stack([np.asarray(im, dtype=np.float32) / 255.0 for im in split[image_key]])

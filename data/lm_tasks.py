@@ -166,13 +166,9 @@ def text_questions(dataset_cfg, rng: np.random.Generator) -> list[TextQuestion]:
                 out.append(TextQuestion(f"What is {a}+{b}? Answer with the number.",
                                         str(a + b), last_number, int(horizon)))
         return out
-    from datasets import load_dataset
+    from data.hub import load_hub_dataset
 
-    try:
-        rows = load_dataset(dataset_cfg.hub_id, dataset_cfg.config, split=dataset_cfg.split)
-    except Exception as err:  # noqa: BLE001 - offline or missing cache
-        raise UserError(f"could not load dataset {dataset_cfg.hub_id} ({type(err).__name__}); "
-                        "it needs network access or a local Hugging Face cache") from None
+    rows = load_hub_dataset(dataset_cfg.hub_id, dataset_cfg.config, split=dataset_cfg.split)
     rows = rows.select(range(min(int(dataset_cfg.limit), len(rows))))
     if dataset_cfg.name == "math500":
         return [TextQuestion(r["problem"] + "\nPut the final answer in \\boxed{}.",

@@ -27,7 +27,8 @@ def load_tabular(name: str, target: str | None = None) -> tuple[np.ndarray, np.n
         from sklearn.datasets import fetch_openml
 
         try:
-            frame = fetch_openml(name.split(":", 1)[1], as_frame=True, parser="auto")
+            frame = fetch_openml(name.split(":", 1)[1], as_frame=True, parser="auto",
+                                 n_retries=1, delay=0.1)  # offline: one line in seconds
         except Exception as err:  # noqa: BLE001 - network or name errors
             raise UserError(f"could not load {name} from OpenML ({err}); this needs network "
                             "access, or pass a CSV path") from None

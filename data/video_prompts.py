@@ -16,14 +16,10 @@ def video_prompts(dataset_cfg) -> list[str]:
             raise UserError(f"dataset.prompts_file: no such file {path}")
         prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     else:
-        from datasets import load_dataset
+        from data.hub import load_hub_dataset
 
-        try:
-            rows = load_dataset(dataset_cfg.hub_id, split=dataset_cfg.split)
-        except Exception as err:  # noqa: BLE001 - offline or missing cache
-            raise UserError(f"could not load dataset {dataset_cfg.hub_id} "
-                            f"({type(err).__name__}); it needs network access or a local "
-                            "Hugging Face cache (or set dataset.prompts_file)") from None
+        rows = load_hub_dataset(dataset_cfg.hub_id, split=dataset_cfg.split,
+                                instead="set dataset.prompts_file to a file of prompts")
         if dataset_cfg.prompt_column not in rows.column_names:
             raise UserError(f"dataset {dataset_cfg.hub_id} has no column "
                             f"'{dataset_cfg.prompt_column}' (dataset.prompt_column); it has "

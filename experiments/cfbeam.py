@@ -40,6 +40,10 @@ LABELS = {"vanilla": "LL-beam", "cfbeam": "CF-Beam (frequency filter)",
           "cfbeam_adaptive": "CF-Beam (adaptive sampling)", "beam": "LL-beam",
           "bon": "Best-of-N", "majority": "majority vote", "bomaj": "Best-of-Majority"}
 LM_METHODS = ("bon", "majority", "bomaj", "beam", "cfbeam", "cfbeam_adaptive")
+# method=<option>: the method under test, whose accuracy is also lm_accuracy_longest_L (every
+# method runs, at the budget the option sets)
+CHOSEN = {"best_of_n": "bon", "majority_vote": "majority", "best_of_majority": "bomaj",
+          "ll_beam": "beam", "cf_beam": "cfbeam"}
 
 
 def _beam_settings(method) -> dict:
@@ -192,6 +196,8 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
                for name in LM_METHODS}
     metrics[f"lm_accuracy_cfbeam_longest_L_seed{ctx.seed}"] = metrics[
         "lm_accuracy_cfbeam_longest_L"]
+    metrics["lm_accuracy_longest_L"] = metrics[
+        f"lm_accuracy_{CHOSEN[str(cfg.method.name)]}_longest_L"]
     for name in ("cfbeam", "bon", "cfbeam_adaptive"):
         suffix = "" if name == "cfbeam" else f"_{name}"
         metrics[f"budget_tokens_per_prompt{suffix}"] = float(np.mean(

@@ -99,11 +99,10 @@ def budget_to_target(ev: Evaluator, estimator: str, cfg_sparse, n: int, s: int, 
     return float("inf")
 
 
-def real_game_experiment(ev: Evaluator, estimators, real_cfg, protocol, rows: list,
-                         ctx: RunContext) -> dict[str, float]:
-    """Median relative error of every estimator on a real explanation game at budgets
-    ``real_budget_multiples`` x n; the sparse / Leverage SHAP ratio at each."""
-    real = _real_games(real_cfg, ctx.rng_for("real games"))
+def real_game_experiment(ev: Evaluator, estimators, real, source: str, protocol, rows: list
+                         ) -> dict[str, float]:
+    """Median relative error of every estimator on the real explanation games ``real`` at
+    budgets ``real_budget_multiples`` x n; the sparse / Leverage SHAP ratio at each."""
     n_real = real[0][2]
     metrics = {}
     for multiple in protocol.real_budget_multiples:
@@ -112,7 +111,7 @@ def real_game_experiment(ev: Evaluator, estimators, real_cfg, protocol, rows: li
         for est in estimators:
             median[est] = float(np.nanmedian([ev.relerr(est, g, phi, nr, budget, r)
                                               for r, (g, phi, nr) in enumerate(real)]))
-            rows.append({"game": f"real_{real_cfg.source}", "estimator": est,
+            rows.append({"game": f"real_{source}", "estimator": est,
                          "budget": budget, "relerr_median": median[est]})
             metrics[f"real_game_relerr_median_{est.removesuffix('_shap')}_{multiple}n"] = (
                 median[est])
@@ -174,6 +173,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     ev = Evaluator(cfg, ctx.streams.child("estimator sampling"))
     metrics: dict[str, float] = {"budget": default_budget}
     estimators = list(ESTIMATORS) if protocol.compare else [chosen]
+    # the real data first: a source that cannot be read fails before any work
+    real = _real_games(data_cfg.real, ctx.rng_for("real games")) if protocol.compare else None
 
     game_rng = ctx.rng_for("games")
     games = [_sparse_game(data_cfg.sparse, n, s, game_rng) for _ in range(protocol.repetitions)]
@@ -198,7 +199,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     metrics["smallest_budget_nan_count"] = int(sum(r["n_nan"] for r in rows))
 
     if protocol.compare:
-        metrics |= real_game_experiment(ev, estimators, data_cfg.real, protocol, rows, ctx)
+        metrics |= real_game_experiment(ev, estimators, real, data_cfg.real.source, protocol,
+                                        rows)
         scale_metrics, scale_rows = scaling_experiment(ev, data_cfg.sparse, n, s, protocol, ctx)
         metrics |= scale_metrics
         ctx.save_figure("relerr_vs_budget", _figure(curves, n, s, default_budget, scale_rows))

@@ -59,7 +59,7 @@ def test_registry_and_paper_configs_agree():
     for key in known_papers():
         assert callable(load_protocol(key))
         paper = OmegaConf.load(CONF / "paper" / f"{key}.yaml").paper
-        assert paper.key == key and paper.primary_metrics
+        assert paper.key == key and paper.metrics
         assert (CONF / "papers" / key).is_dir()
 
 
@@ -171,7 +171,7 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "colmap", "target", "neutral", "base_url", "model", "api_key", "device", "id",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
-             "extraction_turns", "user_turns", "primary_metrics", "metric", "over", "abstract",
+             "extraction_turns", "user_turns", "metric", "over", "abstract", "unit", "meaning", "when",
              "note", "margin_reason", "stand_in"}
 
 
@@ -503,14 +503,17 @@ def test_sweep_summary_mean_std_best_and_fallback(tmp_path):
             "metrics": {"mse": value}}))
     (tmp_path / "3").mkdir()
     (tmp_path / "3" / "failed.json").write_text("{}")
-    summarize_sweep(tmp_path, {"mse": False}, "x: sweep bits")
+    paper = {"metrics": {"mse": {"better": "lower", "unit": "MSE", "meaning": "m",
+                                 "headline": True}}}
+    summarize_sweep(tmp_path, paper, "x: sweep bits")
     rows = (tmp_path / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("method.bits,n_seeds,mse_mean,mse_std")
     assert rows[1].split(",")[:4] == ["1", "2", "2.0", repr(2**0.5)]
     md = (tmp_path / "summary.md").read_text()
     assert "1 job(s) failed: 3/failed.json" in md and "**2 ± 1.4**" in md
     assert md.startswith("# x: sweep bits")
-    summarize_sweep(tmp_path, {"not_a_metric": True})  # primary metrics absent: fall back
+    paper["metrics"] = {"other": paper["metrics"]["mse"]}
+    summarize_sweep(tmp_path, paper)  # no headline metric written: fall back
     assert "mse" in (tmp_path / "summary.md").read_text()
 
 

@@ -40,13 +40,14 @@ class MetricSpec:
     meaning: str
     values: Mapping[str, Any]
     when: str | None = None
+    optional: bool = False  # written by some runs of the configurations only
     headline: bool = False  # shown first (sweep summaries, the W&B summary, the report)
 
     @property
     def pattern(self) -> re.Pattern:
         """The names this spec may expand to, whatever its values."""
         parts = _PLACEHOLDER.split(self.name)
-        return re.compile("".join(re.escape(p) if i % 2 == 0 else r".+?"
+        return re.compile("".join(re.escape(p) if i % 2 == 0 else r".*?"
                                   for i, p in enumerate(parts)) + "$")
 
 
@@ -131,9 +132,30 @@ def expand(spec: MetricSpec, cfg: DictConfig) -> list[str]:
 
 
 def declared_names(cfg: DictConfig) -> dict[str, MetricSpec]:
-    """Every metric name the composed configuration's run writes, with its spec."""
-    paper = cfg.paper
-    return {name: spec for spec in specs(paper) for name in expand(spec, cfg)}
+    """Every metric name the composed configuration's run writes or may write (optional
+    ones), with its spec."""
+    return {name: spec for spec in specs(cfg.paper) for name in expand(spec, cfg)}
+
+
+def contract(cfg: DictConfig) -> tuple[set[str], list[MetricSpec]]:
+    """What a run of ``cfg`` must write (its required names) and the optional specs whose
+    pattern a further name must match."""
+    required, optional = set(), []
+    for spec in specs(cfg.paper):
+        if not condition_holds(spec.when, cfg):
+            continue
+        if spec.optional:
+            optional.append(spec)
+        else:
+            required.update(expand(spec, cfg))
+    return required, optional
+
+
+def undeclared(names, cfg: DictConfig) -> list[str]:
+    """The names a run of ``cfg`` is not declared to write."""
+    required, optional = contract(cfg)
+    return sorted(n for n in names if n not in required
+                  and not any(s.pattern.match(n) for s in optional))
 
 
 def spec_of(name: str, info: Mapping) -> MetricSpec | None:
@@ -143,6 +165,32 @@ def spec_of(name: str, info: Mapping) -> MetricSpec | None:
     return (exact or [s for s in found if s.pattern.match(name)] or [None])[0]
 
 
-def headline(info: Mapping) -> dict[str, bool]:
-    """The headline metrics in declaration order: name -> higher is better."""
-    return {s.name: s.better == "higher" for s in specs(info) if s.headline}
+def headline(info: Mapping, names) -> dict[str, bool | None]:
+    """Of the written ``names``, those a headline declaration stands for, in declaration
+    order: name -> higher is better (None where neither side is)."""
+    out = {}
+    for spec in (s for s in specs(info) if s.headline):
+        for name in names:
+            if name not in out and spec.pattern.match(name) and spec_of(name, info) == spec:
+                out[name] = None if spec.better == "none" else spec.better == "higher"
+    return out
+
+
+def check_claim_metrics(key: str, info: Mapping) -> None:
+    """``UserError`` (one line, with a close match) when a claim of the paper names a metric
+    that no declaration of ``paper.metrics`` stands for: a misspelt name fails when the
+    command is composed, not at the end of a run."""
+    import difflib
+
+    from experiments.claims.language import metric_names, parse
+
+    found = specs(info)
+    known = [s.name for s in found]
+    for claim in info.get("claims") or []:
+        text = claim.get("holds_if")
+        for name in sorted(metric_names(parse(text))) if text else []:
+            if not any(s.pattern.match(name) for s in found):
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+                raise UserError(f"paper {key}, claim {claim.get('id')}: metric '{name}' is "
+                                "not declared in paper.metrics"
+                                + (f"; did you mean {close[0]}?" if close else ""))

@@ -11,7 +11,6 @@ is then 1, after the page is written (and nothing is published).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from experiments.report.build import (
     replace_readme_table,
     write_report,
 )
+from experiments.runner.results import read_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +53,12 @@ def main(argv: list[str] | None = None) -> int:
 
         target = ROOT / "docs" / "reproduction.json"
         target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(args.out / "summary.json", target)
+        timing, _ = read_json(args.runs / "timing.json")
+        published = {"papers": json.loads((args.out / "summary.json").read_text()),
+                     "timing": timing}
+        target.write_text(json.dumps(published, indent=1) + "\n")
         readme = ROOT / "README.md"
-        summary = json.loads(target.read_text())
-        readme.write_text(replace_readme_table(readme.read_text(), readme_table(summary)))
+        readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
         print(f"published: {target} and the README table")
     return 0
 

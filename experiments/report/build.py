@@ -37,6 +37,7 @@ from experiments.claims import (
     parse,
 )
 from experiments.claims.language import comparisons
+from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
 from experiments.runner.results import read_instances, read_json
@@ -168,7 +169,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
                       for part in verdict.parts],
             "values": {n: [m.get(n) for m in metrics] for n in names},
         })
-    primary = next(iter(info.get("primary_metrics") or {}), None)
+    primary = next(iter(headline_metrics(info, metrics[0] if metrics else {})), None)
     headline = None
     if primary and metrics and all(primary in m for m in metrics):
         mean, sd = mean_sd([float(m[primary]) for m in metrics])
@@ -569,14 +570,31 @@ def readme_claims(paper: dict[str, Any]) -> str:
     return "<br>".join(parts)
 
 
-def readme_table(summary: list[dict[str, Any]]) -> str:
-    """The README's results table, from the claims in conf/paper and a summary.json."""
+def timing_text(timing: dict[str, Any] | None) -> str:
+    """The reproduction's wall time and the papers' job-minutes, as ``make reproduce``
+    measured them (its timing.json)."""
+    if not timing or not timing.get("runs"):
+        return "No timing was recorded with this reproduction."
+    wall = sum(r["wall_min"] for r in timing["runs"])
+    minutes = timing.get("job_minutes") or {}
+    top = ", ".join(f"{k} {v:.1f}" for k, v in list(minutes.items())[:5])
+    return (f"The reproduction took {wall:.1f} min of wall time on 2 cores "
+            f"({len(timing['runs'])} `make reproduce` command"
+            f"{'s' if len(timing['runs']) > 1 else ''}) and {sum(minutes.values()):.0f} "
+            f"job-minutes; the longest papers, in job-minutes: {top}.")
+
+
+def readme_table(published: dict[str, Any]) -> str:
+    """The README's results table and timing sentence, from the claims in conf/paper and
+    the published reproduction (docs/reproduction.json: the papers' summary and the
+    timing)."""
     from experiments.runner.sweep_summary import regimes
 
-    by_key = {p["key"]: p for p in summary}
-    lines = [README_START, "", "| paper | claim | verdict | claims: verdict, effect [95% CI "
-             "over seeds] | seeds | runtime | where sweeps found the claims (published "
-             "sweeps, per configuration over seeds) |", "|---|---|---|---|---|---|---|"]
+    by_key = {p["key"]: p for p in published["papers"]}
+    lines = [README_START, "", timing_text(published.get("timing")), "",
+             "| paper | claim | verdict | claims: verdict, effect [interval over seeds] | "
+             "seeds | runtime | where sweeps found the claims (published sweeps, per "
+             "configuration over seeds) |", "|---|---|---|---|---|---|---|"]
     for key in all_papers():
         info = paper_info(key)
         p = by_key.get(key)

@@ -11,6 +11,7 @@ settings that actually vary.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -127,6 +128,10 @@ def check_arguments(argv: list[str]) -> list[str]:
                                     f"'{option}'")
         elif name in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
             ensure_writable(Path(value.strip("'\"")), f"{name}={value}")
+        elif name == "hydra/launcher" and value == "submitit_slurm" and not shutil.which("srun"):
+            raise UserError("hydra/launcher=submitit_slurm submits to a Slurm cluster and srun "
+                            "is not found here; run it on the cluster's login node, or use "
+                            "hydra/launcher=joblib (this machine) or submitit_local (a test)")
     return keys
 
 
@@ -202,12 +207,44 @@ def job_name_override(argv: list[str], keys: list[str]) -> list[str]:
     return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(exclude)}]"]
 
 
+# Hydra's flags that take a value (--info's is optional: one of these words)
+VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name",
+               "-cn", "--config-dir", "-cd", "--experimental-rerun"}
+INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's flags with their values, the overrides): Hydra's parser takes the overrides
+    only as one run of positional arguments, so the overrides this module adds must not
+    follow a flag (``--cfg job``)."""
+    flags, overrides, argv = [], [], list(argv)
+    while argv:
+        arg = argv.pop(0)
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        flags.append(arg)
+        takes = arg in VALUE_FLAGS or (arg in ("--info", "-i") and argv
+                                       and argv[0] in INFO_VALUES)
+        if takes and argv and "=" not in arg:
+            flags.append(argv.pop(0))
+    return flags, overrides
+
+
 def prepare(argv: list[str]) -> list[str]:
     """Check ``argv`` and return it with the paper search path and job naming added (once:
-    the processes of a multi-process launch re-run the command with these already in it)."""
+    the processes of a multi-process launch re-run the command with these already in it),
+    every override first and Hydra's flags after them. A command that only prints
+    (``--cfg``, ``--info``) may leave a data path unset."""
+    flags, argv = split_flags(argv)
+    printing = any(f in ("--cfg", "-c", "--info", "-i") for f in flags)
     keys = check_arguments(argv)
     argv = scale_override(argv, keys)
-    check_composition(argv, keys)
+    cfg = check_composition(argv, keys, require_data=not printing)
+    if len(keys) == 1:  # a claim that names an undeclared metric: one line, before the run
+        from experiments.claims.metrics import check_claim_metrics
+
+        check_claim_metrics(keys[0], OmegaConf.to_container(cfg.paper, resolve=False))
     given = {a.split("=", 1)[0] for a in argv}
     added = search_path_override(keys) + job_name_override(argv, keys)
-    return argv + [a for a in added if a.split("=", 1)[0] not in given]
+    return argv + [a for a in added if a.split("=", 1)[0] not in given] + flags

@@ -35,7 +35,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
 from common.ranks import is_global_zero
-from experiments.claims import check_claims, evaluate, is_default, paper_claims, parse
+from experiments.claims import (
+    NOT_APPLICABLE,
+    check_claims,
+    evaluate,
+    is_default,
+    metric_names,
+    paper_claims,
+    parse,
+)
+from experiments.claims.metrics import contract, declared_names, headline
 from experiments.runner.context import RunContext
 from experiments.runner.registry import load_protocol
 from experiments.runner.results import (
@@ -125,8 +134,16 @@ def _stop_interrupted(err: Interrupted, cfg: DictConfig, hydra_cfg: Any, output_
     sys.exit(err.exit_code)
 
 
+def _close_progress_bars() -> None:
+    """Clear the progress bars a failure left open, so the error starts its own line."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
+
+
 def _report_failure(err: BaseException) -> None:
     """One line for a user error, the traceback for a bug; exit code 2."""
+    _close_progress_bars()
     if isinstance(err, UserError):
         print(f"error: {err}", file=sys.stderr)
     else:
@@ -194,7 +211,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     if not writes:
         return metrics
     write_json(output_dir / "metrics.json", metrics)
-    verdicts = _claim_verdicts(key, paper_claims(cfg), metrics)
+    verdicts = _claim_verdicts(key, paper_claims(cfg), metrics, cfg)
     write_json(output_dir / "results.json", {
         "metrics": metrics, "paper": key, "title": cfg.paper.get("title"),
         "method": job.choices.get("method"), "model": job.choices.get("model"),
@@ -215,21 +232,31 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     return metrics
 
 
-def _claim_verdicts(key: str, claims: list[dict], metrics: dict) -> dict[str, str]:
+def _claim_verdicts(key: str, claims: list[dict], metrics: dict, cfg: DictConfig
+                    ) -> dict[str, str]:
     """Whether each claim's condition holds or fails at this seed alone (the report combines
-    the seeds into verdicts). A condition that names a metric this run did not write is an
-    error line, not a lost run."""
+    the seeds into verdicts). A claim applies to the runs whose configuration writes every
+    metric it names (``paper.metrics``): outside them it is "not applicable here", quietly;
+    a declared metric the run did not write is an error line (the protocol broke its
+    contract), not a lost run."""
+    required, _ = contract(cfg)
     verdicts = {}
     for claim in claims:
+        text = claim["holds_if"]
+        if text is None:
+            verdicts[claim["id"]] = "not tested here"
+            continue
+        missing = metric_names(parse(text)) - set(metrics)
+        if missing and not missing & required:
+            verdicts[claim["id"]] = NOT_APPLICABLE
+            continue
         try:
             check_claims(key, [claim], metrics)
         except UserError as err:
             log.error("error: %s", err)
             verdicts[claim["id"]] = "metric missing"
             continue
-        text = claim["holds_if"]
-        verdicts[claim["id"]] = ("not tested here" if text is None else
-                                 "holds" if evaluate(parse(text), metrics) else "fails")
+        verdicts[claim["id"]] = "holds" if evaluate(parse(text), metrics) else "fails"
     return verdicts
 
 
@@ -347,8 +374,7 @@ def _print_header(cfg: DictConfig, job: Job) -> None:
 
 
 def _print_footer(cfg: DictConfig, metrics: dict, output_dir: Path) -> None:
-    primary = [m for m in (cfg.paper.get("primary_metrics") or {}) if m in metrics]
-    shown = primary or list(metrics)[:12]
+    shown = list(headline(cfg.paper, metrics))[:12] or list(metrics)[:12]
     width = max((len(k) for k in shown), default=0)
     lines = [f"  {k:<{width}}  {_fmt(metrics[k])}" for k in shown]
     figures = sorted((output_dir / "figures").glob("*.png"))
@@ -378,5 +404,6 @@ def _start_wandb(cfg: DictConfig, job: Job):
         tags=[key, str(method), f"model:{choices.get('model')}",
               f"dataset:{choices.get('dataset')}", f"seed:{cfg.seed}"],
         config=config, output_dir=job.output_dir,
-        primary_metrics=dict(cfg.paper.get("primary_metrics") or {}),
+        primary_metrics={k: v for k, v in headline(cfg.paper, declared_names(cfg)).items()
+                         if v is not None},
     )

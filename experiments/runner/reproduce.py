@@ -7,16 +7,49 @@ stay busy and an interrupted reproduction has the same seeds for every paper it 
 ``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun);
 ``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper). Every job
 writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (resume).
+``--papers all`` takes every registered paper, longest first by the cost per seed the last
+published reproduction measured (docs/reproduction.json; a paper it lacks goes first). At
+the end it prints the wall time and each paper's job-minutes and writes them to
+``<dir>/timing.json`` (``make readme`` publishes them with the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from experiments.claims import paper_info
+from experiments.claims.papers import ROOT
+from experiments.runner.job import EXIT_REJECTED
+from experiments.runner.registry import known_papers
+from experiments.runner.results import read_json
+
+PUBLISHED = ROOT / "docs" / "reproduction.json"
+
+
+def longest_first(papers: list[str]) -> list[str]:
+    """``papers`` by the seconds per seed the published reproduction measured, longest
+    first (unmeasured ones first: they may be long)."""
+    try:
+        measured = {p["key"]: p.get("runtime_s") or 0.0
+                    for p in json.loads(PUBLISHED.read_text())["papers"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        measured = {}
+    return sorted(papers, key=lambda k: -measured.get(k, float("inf")))
+
+
+def job_minutes(folder: Path) -> dict[str, float]:
+    """Per paper, the minutes its finished jobs under ``folder`` took (results.json)."""
+    out: dict[str, float] = {}
+    for path in sorted(folder.rglob("results.json")):
+        result, _ = read_json(path)
+        if result and result.get("paper") and result.get("wall_time_s") is not None:
+            out[result["paper"]] = out.get(result["paper"], 0.0) + result["wall_time_s"] / 60
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def rounds(papers: list[str], seeds: list[int] | None) -> list[tuple[int | str, list[str]]]:
@@ -37,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="cpu", help="cpu or paper (the presets)")
     parser.add_argument("overrides", nargs="*", help="passed to every job")
     args = parser.parse_args(argv)
-    papers = [p for p in args.papers.split(",") if p]
+    papers = (longest_first(known_papers()) if args.papers == "all"
+              else [p for p in args.papers.split(",") if p])
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
     code, start = 0, time.perf_counter()
     for seed, members in rounds(papers, seeds):
@@ -53,9 +87,21 @@ def main(argv: list[str] | None = None) -> int:
             if args.launcher == "joblib":
                 command.insert(5, f"hydra.launcher.n_jobs={args.jobs}")
             print(f"==> seed {seed}: {', '.join(group)}", flush=True)
-            code = max(code, subprocess.call(command))
-    print(f"==> reproduction finished in {(time.perf_counter() - start) / 60:.1f} min wall "
-          f"(exit code {code}); make report judges it", flush=True)
+            returned = subprocess.call(command)
+            if returned == EXIT_REJECTED:  # a refused command line: the next would be too
+                return returned
+            code = max(code, returned)
+    wall = (time.perf_counter() - start) / 60
+    minutes = job_minutes(Path(args.dir))
+    print(f"==> reproduction finished in {wall:.1f} min wall (exit code {code}); job-minutes: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in minutes.items()) + "; make report judges it",
+          flush=True)
+    timing = Path(args.dir) / "timing.json"
+    previous, _ = read_json(timing) if timing.exists() else (None, "")
+    runs = [*(previous or {}).get("runs", []), {"papers": papers, "seeds": args.seeds or
+                                               "declared", "wall_min": round(wall, 2)}]
+    timing.parent.mkdir(parents=True, exist_ok=True)
+    timing.write_text(json.dumps({"runs": runs, "job_minutes": minutes}, indent=1) + "\n")
     return code
 
 

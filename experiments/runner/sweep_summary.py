@@ -21,7 +21,15 @@ import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.claims import judge, paper_claims, paper_info
+from experiments.claims import (
+    NOT_APPLICABLE,
+    judge,
+    metric_names,
+    paper_claims,
+    paper_info,
+    parse,
+)
+from experiments.claims.metrics import headline
 from experiments.runner.results import read_json, write_csv
 
 log = logging.getLogger("paperlab")
@@ -57,14 +65,15 @@ def _read_results(sweep_dir: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
     return results, corrupt
 
 
-def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
-                    title: str | None = None, claims: list[dict] | None = None,
+def summarize_sweep(sweep_dir: Path, paper=None, title: str | None = None,
+                    claims: list[dict] | None = None,
                     fits: dict[str, dict] | None = None) -> Path | None:
     """Aggregate ``sweep_dir/**/results.json``; returns the summary.csv path (None if empty).
 
-    ``primary``: metric name -> higher is better (the paper's ``primary_metrics``); the
-    table shows those the jobs have (else the jobs' first metrics) and marks the best
-    configuration in bold; the figure plots the first that differs between configurations.
+    ``paper``: the paper's ``paper`` block; the table shows the headline metrics it declares
+    (``paper.metrics``; else the jobs' first metrics) and marks the best configuration in
+    bold where a side is better; the figure plots the first that differs between
+    configurations.
     ``fits``: name -> {metric, over}, log-log slopes written to ``fits.json`` and the table's
     notes (the paper's ``sweep_fits``)."""
     results, corrupt = _read_results(sweep_dir)
@@ -100,8 +109,9 @@ def summarize_sweep(sweep_dir: Path, primary: dict[str, bool] | None = None,
     write_csv(tmp.with_suffix(".csv"), rows)
     tmp.with_suffix(".csv").replace(csv_path)
 
-    primary = {m: up for m, up in (primary or {}).items() if m in metric_names}
-    shown = list(primary) or [m for m in metric_names if not m.startswith("time_")][:8]
+    chosen = headline(paper, metric_names) if paper else {}
+    primary = {m: up for m, up in chosen.items() if up is not None}
+    shown = list(chosen)[:8] or [m for m in metric_names if not m.startswith("time_")][:8]
     verdicts = [f"claim_{c['id']}" for c in claims or []]
     lines = [f"# {title or sweep_dir.name}", "",
              *_table(rows, swept, shown, verdicts, primary)]
@@ -189,7 +199,11 @@ def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[
 
 
 def _verdict(claim: dict, runs: list[dict]) -> str:
-    """A claim's verdict over one configuration's seeds (``claims.judge``, by its rule)."""
+    """A claim's verdict over one configuration's seeds (``claims.judge``, by its rule);
+    "not applicable here" where the configuration does not write a metric it names."""
+    text = claim.get("holds_if")
+    if text and any(metric_names(parse(text)) - set(m) for m in runs):
+        return NOT_APPLICABLE
     try:
         return judge(claim, runs).verdict
     except Exception as err:  # noqa: BLE001 - a metric this sweep does not write, say
@@ -267,9 +281,8 @@ class SweepSummary(Callback):
         try:
             fits = paper.get("sweep_fits")
             fits = OmegaConf.to_container(fits, resolve=True) if fits else {}
-            summarize_sweep(Path(config.hydra.sweep.dir),
-                            dict(paper.get("primary_metrics") or {}), title,
-                            paper_claims(config), fits)
+            summarize_sweep(Path(config.hydra.sweep.dir), paper, title, paper_claims(config),
+                            fits)
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
 
@@ -295,13 +308,12 @@ def _paper_of(sweep_dir: Path) -> str | None:
 
 
 def rebuild(sweep_dir: Path) -> Path | None:
-    """The summary again from the jobs' results, with the primary metrics and claims of the
+    """The summary again from the jobs' results, with the headline metrics and claims of the
     paper they ran (``conf/paper/<key>.yaml``)."""
     key = _paper_of(sweep_dir)
     info = paper_info(key) if key else {}
-    return summarize_sweep(sweep_dir, info.get("primary_metrics"),
-                           f"{key}: {sweep_dir.name}" if key else None, info.get("claims"),
-                           info.get("sweep_fits"))
+    return summarize_sweep(sweep_dir, info, f"{key}: {sweep_dir.name}" if key else None,
+                           info.get("claims"), info.get("sweep_fits"))
 
 
 PUBLISHED = Path("docs/sweeps")  # published sweep verdicts (the README's sweep column)

@@ -62,10 +62,33 @@ def all_protocol_schemas() -> dict[str, type]:
             if hasattr(m, "PROTOCOL")}
 
 
+def register_resolvers() -> None:
+    """The list helpers ``paper.metrics`` declarations use in their ``values``:
+    ``${concat:a,b}``, ``${prefixed:p_,list}``, ``${max:list}``, ``${len:list}`` and
+    ``${default:x,fallback}`` (x unless it is null)."""
+    from omegaconf import OmegaConf
+
+    def as_list(value):
+        return list(value) if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) \
+            else [value]
+
+    resolvers = {
+        "concat": lambda *lists: [v for part in lists for v in as_list(part)],
+        "prefixed": lambda prefix, values: [f"{prefix}{v}" for v in as_list(values)],
+        "max": lambda values: max(as_list(values)),
+        "len": lambda values: len(as_list(values)),
+        "default": lambda value, fallback: fallback if value is None else value,
+    }
+    for name, function in resolvers.items():
+        OmegaConf.register_new_resolver(name, function, replace=True)
+
+
 def register_schemas() -> None:
-    """Store every schema in the ConfigStore (see the table above)."""
+    """Store every schema in the ConfigStore (see the table above), and the resolvers the
+    configs use."""
     from experiments.schemas import shared
 
+    register_resolvers()
     store = ConfigStore.instance()
     store.store(group="schema", name="root", node=shared.RootConfig)
     store.store(group="schema", name="trainer", node=shared.TrainerConfig)

@@ -136,6 +136,26 @@ class Claim:
     sanity: bool = False  # an identity or implementation check: shown, not counted
 
 
+class Better(StrEnum):
+    higher = "higher"
+    lower = "lower"
+    none = "none"  # a count, a setting echoed, a value with no better side
+
+
+@dataclass
+class MetricDeclaration:
+    """One entry of ``paper.metrics`` (experiments/claims/metrics.py): the name is its key,
+    ``{placeholders}`` in it take each of ``values``."""
+
+    better: Better = MISSING
+    unit: str = MISSING
+    meaning: str = MISSING  # one line
+    values: dict[str, Any] = field(default_factory=dict)  # placeholder -> list (or a config list)
+    when: str | None = None  # the configurations that write it (a condition on config values)
+    optional: bool = False  # written by some runs of those configurations only (see meaning)
+    headline: bool = False  # shown first: sweep summaries, the W&B summary, the report
+
+
 @dataclass
 class SweepFit:
     """A log-log slope the sweep summary fits: ``metric`` (mean over seeds) against the
@@ -230,8 +250,8 @@ class PaperInfo:
     title: str = MISSING
     claim: str = MISSING  # the headline, at most 20 words (README and report tables)
     figure: str = MISSING
-    # metrics that sweep summaries tabulate (the first is plotted); name -> higher is better
-    primary_metrics: dict[str, bool] = MISSING
+    # every metric runs write (experiments/claims/metrics.py)
+    metrics: dict[str, MetricDeclaration] = MISSING
     claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
     # seeds `make reproduce` runs, fixed before any result is seen, by the default's cost:
     # 10 under 1 minute, 5 under 2, else 3

@@ -12,13 +12,11 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
 from pathlib import Path
-from urllib.parse import urlparse
 
 from common.cache import load_or_build
 from common.errors import UserError
+from common.hub import why_unreachable
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -29,21 +27,6 @@ def _dtype(name: str):
     if name not in DTYPES:
         raise UserError(f"model.dtype must be one of {', '.join(DTYPES)}, got '{name}'")
     return getattr(torch, name)
-
-
-def hub_is_offline() -> bool:
-    return any(os.environ.get(v, "").lower() in ("1", "true", "yes")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connection to the hub's endpoint (``HF_ENDPOINT``), ``timeout`` seconds."""
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def load_by_name(path_or_id: str, load, kind: str = "model", setting: str = "model.hub_id"):
@@ -60,8 +43,7 @@ def load_by_name(path_or_id: str, load, kind: str = "model", setting: str = "mod
         return load(True)
     except OSError:
         pass
-    why = ("offline mode is on (HF_HUB_OFFLINE=1)" if hub_is_offline()
-           else None if hub_reachable() else "the hub is unreachable")
+    why = why_unreachable()
     if why is not None:
         raise UserError(f"{kind} '{path_or_id}' is not in the local Hugging Face cache and "
                         f"{why}; download it once with network access (hf download "
