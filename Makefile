@@ -31,7 +31,7 @@ REPORT_FROM   ?= $(REPRODUCE_DIR)
 REPORT_OUT    ?= outputs/report
 
 .PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
-	reproduce report readme list clean plan plan-docs gpu-smoke device-wheels device-check-dry
+	reproduce report readme pages list clean plan plan-docs gpu-smoke device-wheels device-check-dry
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -122,7 +122,10 @@ device-check-dry: install  ## the GPU check's script here: tiny shapes, CPU, the
 report: install  ## the reproduction report (outputs/report/index.html, report.md) from REPORT_FROM
 	$(PY) -m experiments.report $(REPORT_FROM) --out $(REPORT_OUT)
 
-readme: install  ## after a full make reproduce: publish docs/reproduction.json and the README table
+pages: install  ## the generated heads of docs/papers/<key>.md (claims, metrics, options, verdicts)
+	$(PY) -m experiments.report.pages
+
+readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish
 
 BROWSER_PACKAGES := chromium chromium-driver

@@ -279,6 +279,12 @@ def test_the_readme_table_is_generated_from_the_published_reproduction():
     assert len(readme.splitlines()) <= 260
 
 
+def test_the_paper_pages_heads_are_generated_from_the_configs_and_the_reproduction():
+    from experiments.report.pages import main as pages
+
+    assert pages(["--check"]) == 0, "run `make pages` to refresh the paper pages' heads"
+
+
 # -- the report on a fixture folder ---------------------------------------------------------
 
 def _png(path: Path) -> None:

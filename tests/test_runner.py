@@ -171,8 +171,8 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "colmap", "target", "neutral", "base_url", "model", "api_key", "device", "id",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
-             "extraction_turns", "user_turns", "metric", "over", "abstract", "unit", "meaning", "when",
-             "note", "margin_reason", "stand_in"}
+             "extraction_turns", "user_turns", "metric", "over", "abstract", "unit", "meaning",
+             "when", "note", "margin_reason", "stand_in"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():

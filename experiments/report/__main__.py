@@ -21,6 +21,7 @@ from experiments.report.build import (
     replace_readme_table,
     write_report,
 )
+from experiments.report.pages import main as write_pages
 from experiments.runner.results import read_json
 
 
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(json.dumps(published, indent=1) + "\n")
         readme = ROOT / "README.md"
         readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
+        write_pages()
         print(f"published: {target} and the README table")
     return 0
 

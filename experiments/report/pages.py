@@ -1,0 +1,128 @@
+"""The generated head of each paper's page (``docs/papers/<key>.md``): what the config declares
+(the claims with the abstract's words, their conditions and rules, the metrics, the method
+options, the commands and sweeps) and the claims' current verdicts from the published
+reproduction. The hand-written rest of the page says what the implementation does and where
+it departs from the paper.
+
+    python -m experiments.report.pages            # rewrite every page's head (make pages)
+    python -m experiments.report.pages --check    # exit 1 when a head is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from experiments.claims import all_papers, paper_info
+from experiments.claims.metrics import specs
+from experiments.claims.papers import ROOT
+
+PAGES = ROOT / "docs" / "papers"
+PUBLISHED = ROOT / "docs" / "reproduction.json"
+HEAD_START = "<!-- generated head: make pages (experiments/report/pages.py) -->"
+HEAD_END = "<!-- end of generated head -->"
+
+
+def _options(key: str, group: str) -> list[tuple[str, str]]:
+    """(option, its first comment line) of ``conf/papers/<key>/<group>/*.yaml``."""
+    out = []
+    for path in sorted((ROOT / "conf" / "papers" / key / group).glob("*.yaml")):
+        comment = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
+                        if line.startswith("#") and "@package" not in line), "")
+        out.append((path.stem, comment))
+    return out
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdicts(key: str) -> dict[str, dict]:
+    try:
+        published = json.loads(PUBLISHED.read_text())
+    except (OSError, ValueError):
+        return {}
+    paper = next((p for p in published.get("papers", []) if p["key"] == key), None)
+    return {c["id"]: c for c in (paper or {}).get("claims", [])}
+
+
+def head(key: str) -> str:
+    """The page's generated head."""
+    from experiments.report.build import claim_effect_text
+
+    info = paper_info(key)
+    verdicts = _verdicts(key)
+    lines = [HEAD_START, f"# {key}: {info['title']}", "", f"**Claim.** {info['claim']}", ""]
+    if info.get("stand_in"):
+        lines += [f"The CPU default stands in for the paper's setting with "
+                  f"{info['stand_in']}; its verdicts say so.", ""]
+    lines += ["Run: `python run.py +paper=" + key + "` (the default, "
+              f"{info.get('seeds', 3)} declared seeds: `make reproduce PAPERS={key}`, then "
+              "`make report`); its plan at the paper's scale: `make plan PAPER=" + key + "`.",
+              "", "| claim | the abstract's words | condition | rule | verdict (last "
+              "reproduction) |", "|---|---|---|---|---|"]
+    for c in info.get("claims") or []:
+        rule = c.get("rule", "compare") + (f", margin {c['margin']:g}: {c['margin_reason']}"
+                                           if c.get("margin") is not None else "")
+        rule += ", sign test" if c.get("test") == "sign" else ""
+        rule += " (sanity check)" if c.get("sanity") else ""
+        condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
+        published = verdicts.get(c["id"])
+        verdict = (claim_effect_text({"margin": None, **published}) if published
+                   else "not yet reproduced")
+        lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
+                     f"| {_cell(verdict)} |")
+    lines += ["", "Metrics (`paper.metrics`; `{x}` takes each listed value):", "",
+              "| metric | better | unit | meaning |", "|---|---|---|---|"]
+    for spec in specs(info):
+        values = "; ".join(f"{k}: {v}" for k, v in spec.values.items())
+        meaning = spec.meaning + (f" ({values})" if values else "")
+        meaning += f"; when {spec.when}" if spec.when else ""
+        meaning += "; some runs" if spec.optional else ""
+        lines.append(f"| `{spec.name}` | {spec.better} | {_cell(spec.unit)} | "
+                     f"{_cell(meaning)} |")
+    methods = _options(key, "method")
+    if methods:
+        lines += ["", "Method options (`method=<option>`): " + "; ".join(
+            f"`{name}`" + (f" ({_cell(note)})" if note else "") for name, note in methods)]
+    sweeps = _options(key, "sweep")
+    if sweeps:
+        lines += ["", f"Named sweeps (`make sweep PAPER={key} SWEEP=<name>`): " + "; ".join(
+            f"`{name}`" + (f" ({_cell(note)})" if note else "") for name, note in sweeps)]
+    return "\n".join(lines + ["", HEAD_END])
+
+
+def render(key: str, page: str) -> str:
+    """``page`` with its head replaced (or put first when it has none)."""
+    new = head(key)
+    if HEAD_START in page and HEAD_END in page:
+        before, _, rest = page.partition(HEAD_START)
+        _, _, after = rest.partition(HEAD_END)
+        return before + new + after
+    return new + "\n\n" + page
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.report.pages")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a head is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for key in all_papers():
+        path = PAGES / f"{key}.md"
+        page = path.read_text() if path.exists() else ""
+        new = render(key, page)
+        if new != page:
+            stale.append(key)
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print(f"stale paper pages: {', '.join(stale)} (make pages)", file=sys.stderr)
+        return 1
+    print(f"{'stale' if args.check else 'written'}: {', '.join(stale) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
