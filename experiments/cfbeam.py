@@ -207,6 +207,11 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
                                                                  for r in at_longest]))
         metrics["lm_c_seq_median_longest_L"] = float(np.median([r["c_seq"] for r in at_longest]))
     accuracy = {k: float(np.mean(v)) for k, v in results.items()}
+    horizons = sorted({h for _, h in results})
+    if len(horizons) > 1:  # the trend over horizons: beam search's lead over Best-of-N
+        gaps = [accuracy[("cfbeam", h)] - accuracy[("bon", h)] for h in horizons]
+        metrics["lm_gap_cfbeam_minus_bon_slope_over_horizon"] = float(
+            np.polyfit(horizons, gaps, 1)[0])
     return metrics, rows, accuracy
 
 
@@ -214,10 +219,13 @@ def lm_experiment(cfg, ctx, model, tokenizer) -> tuple[dict, list, dict]:
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from models.lm.loader import load_causal_lm
 
-    model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir,
-                                      training_task(cfg.dataset))  # fail fast
-    metrics, curves = tree_experiment(cfg, ctx)
-    lm_metrics, lm_rows, accuracy = lm_experiment(cfg, ctx, model, tokenizer)
+    with ctx.stage("the LM (trained once, then cached)"):
+        model, tokenizer = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir,
+                                          training_task(cfg.dataset))  # fail fast
+    with ctx.stage("tree instances"):
+        metrics, curves = tree_experiment(cfg, ctx)
+    with ctx.stage("LM search"):
+        lm_metrics, lm_rows, accuracy = lm_experiment(cfg, ctx, model, tokenizer)
     metrics.update(lm_metrics)
     ctx.save_table("lm_prompts", lm_rows)
     ctx.save_table("lm_accuracy", [{"method": k[0], "horizon": k[1], "accuracy": v}

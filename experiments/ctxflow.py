@@ -1,23 +1,27 @@
 """ctxflow protocol: forward deviation of the finite-context token from the exact
 infinite-context flow vs n, per depth, map and dimension; backward deviation over online
-gradient descent; deviation vs embedding dimension."""
+gradient descent; deviation and the flow map's Lipschitz constant vs embedding dimension."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from common.streams import Streams
 from experiments.helpers.figures import subplots
-from experiments.helpers.fits import slope_with_interval
+from experiments.helpers.fits import fit_loglog_slope, slope_with_interval
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
 from methods.ctxflow import (
     finite_context_flow,
+    flow_lipschitz,
     gaussian_context_flow,
     online_gd_deviation,
     random_flow_params,
 )
+
+LIPSCHITZ_PAIRS = 64  # random token pairs per width and replicate
 
 
 def forward_deviation(d: int, n: int, depth: int, kind: str, seed: int, cfg: RootConfig
@@ -50,6 +54,16 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
     reference = m_L + torch.randn(n, d, generator=gen, dtype=torch.float64) @ chol.T
     cost = ot.dist(evolved.numpy(), reference.numpy())
     return float(np.sqrt(ot.emd2(np.full(n, 1 / n), np.full(n, 1 / n), cost)))
+
+
+def lipschitz_constant(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
+    """The flow map's Lipschitz estimate in the token at width d (random parameters and an
+    n-token context from the replicate's own stream)."""
+    gen = Streams(seed).torch("lipschitz")
+    method = cfg.method
+    params = random_flow_params(d, method.attention_scale, method.value_scale, gen)
+    context = torch.randn(n, d, generator=gen, dtype=torch.float64) / d**0.5
+    return flow_lipschitz(params, context, depth, LIPSCHITZ_PAIRS, gen)
 
 
 @register_paper("ctxflow")
@@ -115,6 +129,14 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         rows.append({"study": "dimension", "n": protocol.dim_study_n, "dim": int(d),
                      "deviation_mean": dim_dev[d]})
     metrics["dim_ratio_max_over_min"] = max(dim_dev.values()) / min(dim_dev.values())
+    # the Lipschitz constants across embedding widths (the dimension-free estimates)
+    widths = [int(d) for d in protocol.dim_study_dims]
+    lipschitz = [float(np.mean([lipschitz_constant(d, protocol.dim_study_n, depth, s, cfg)
+                                for s in seeds])) for d in widths]
+    rows += [{"study": "lipschitz", "n": protocol.dim_study_n, "dim": d,
+              "deviation_mean": value} for d, value in zip(widths, lipschitz, strict=True)]
+    metrics["lipschitz_exponent_dim"] = fit_loglog_slope(widths, lipschitz)
+    metrics["lipschitz_max_over_min"] = max(lipschitz) / min(lipschitz)
 
     # the context measure itself: W2 to the limit law decays like n^(-1/d), not n^(-1/2)
     w_ns = ns[ns <= protocol.wasserstein_max_n]

@@ -178,11 +178,12 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                data.training_tasks, data.test_level, data.test_tasks)
     generator = text_generator(cfg, ctx)
     jobs = [(cfg, ctx.seed, ctx.output_dir, d) for d in domains]
-    if generator is None:  # the offline proposers: one domain per worker process
-        results = map_jobs(run_domain, jobs, cfg.protocol.workers,
-                           lambda items, total: ctx.progress(items, "domains", total))
-    else:  # a language model (or its endpoint) lives in this process
-        results = [run_domain(*job, generator) for job in ctx.progress(jobs, "domains")]
+    with ctx.stage("domains (synthesis, baseline, test tasks)"):
+        if generator is None:  # the offline proposers: one domain per worker process
+            results = map_jobs(run_domain, jobs, cfg.protocol.workers,
+                               lambda items, total: ctx.progress(items, "domains", total))
+        else:  # a language model (or its endpoint) lives in this process
+            results = [run_domain(*job, generator) for job in ctx.progress(jobs, "domains")]
     for r in results:
         ctx.streams.used.update(r.pop("streams"))  # drawn in the worker processes
         ctx.info(f"{r['domain']}: ours {r['programs_ours']} programs ({r['stopped']}), "
@@ -208,8 +209,9 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
             ctx.save_instances(f"larger_hillclimb_frac{suffix}", {
                 f"{r['domain']}/{row['task']}": float(row["hill_climb_solved"])
                 for r in results for row in r["test"]["larger"][label]})
-    hostile = run_hostile_suite(ground(domains[0].domain_file, domains[0].training[0]),
-                                sandbox=cfg.method.sandbox.name)
+    with ctx.stage("hostile programs against the sandbox"):
+        hostile = run_hostile_suite(ground(domains[0].domain_file, domains[0].training[0]),
+                                    sandbox=cfg.method.sandbox.name)
     ctx.save_table("hostile_programs", [vars(o) for o in hostile])
     ctx.save_figure("synthesis", _figure(results))
     return _metrics(results, hostile, cfg.protocol.baseline_programs)

@@ -147,12 +147,13 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     scores = score_dialogue(model, dialogue, [chat.system(cfg.dataset.personas[p])
                                               for p, _ in rows], pad)
     judged = judge_dialogue(cfg, ctx, dialogue, rows) if cfg.judge is not None else None
-    ctx.save_table("transcripts", [
+    transcripts = [
         {"persona": p, "variant": groups[g][0], "strength": groups[g][1], "turn": t + 1,
          "user": cfg.dataset.user_turns[t], "response": dialogue.texts[b][t],
          "trait": scores[b].trait[t], "coherence": scores[b].coherence[t],
          "user_kv_contamination": float(dialogue.contamination[b, t])}
-        for b, (p, g) in enumerate(rows) for t in range(len(cfg.dataset.user_turns))])
+        for b, (p, g) in enumerate(rows) for t in range(len(cfg.dataset.user_turns))]
+    ctx.save_table("transcripts", transcripts)
     results = {}
     members = {g: [b for b, (_, h) in enumerate(rows) if h == g] for g in groups}
     reference = [scores[b] for b in members["none"]] if "none" in members else None
@@ -170,6 +171,9 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                               "coherence": r["coherence_curve"][t]}
                              for g, r in results.items() for t in range(turns)])
     metrics = {}
+    if SCALED in steering:  # the mechanism: does the contamination go with lost coherence?
+        metrics["contamination_coherence_spearman_residual"] = contamination_coherence(
+            [t for t in transcripts if t["variant"] == SCALED])
     for name in steering:
         r = results[name]
         metrics.update({f"coherence_drift_{name}": r["coherence_drift"],
@@ -192,6 +196,18 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         metrics.update(matched)
         ctx.save_figure("strengths", _strengths_figure(curves, results, matched, turns))
     return metrics
+
+
+def contamination_coherence(turns: list[dict]) -> float:
+    """Spearman's rho between the KV contamination the user turns carry and the coherence
+    of the replies, over one variant's (persona, turn) rows (NaN when either is constant)."""
+    from scipy.stats import spearmanr
+
+    kv = [t["user_kv_contamination"] for t in turns]
+    coherence = [t["coherence"] for t in turns]
+    if len(set(kv)) < 2 or len(set(coherence)) < 2:
+        return float("nan")
+    return float(spearmanr(kv, coherence).statistic)
 
 
 def strength_curve(results: dict, variant: str, strengths: list[float]) -> list[dict]:

@@ -59,7 +59,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     from methods.glycandock.model import predict, train_docking
 
     protocol = cfg.protocol
-    bench = synthetic_benchmark(cfg.dataset, ctx.rng_for("benchmark"))
+    with ctx.stage("benchmark"):
+        bench = synthetic_benchmark(cfg.dataset, ctx.rng_for("benchmark"))
     ctx.info(f"{len(bench.train)} training complexes; held-out attachment sites "
              f"{bench.held_out_motifs}, families {bench.held_out_families}; "
              f"{len(bench.skipped_topologies)} topologies without a clash-free complex left out")
@@ -73,12 +74,15 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         tech = technique(arm, cfg.method)
         trained_as = "base" if arm == "chi_minimum" else arm
         if trained_as not in nets:
-            nets[trained_as] = train_docking(bench.train, tech, protocol.epochs,
-                                             protocol.batch_size, protocol.hidden, protocol.lr,
-                                             ctx.streams.seed("training"), ctx.compute)
+            with ctx.stage("training"):
+                nets[trained_as] = train_docking(bench.train, tech, protocol.epochs,
+                                                 protocol.batch_size, protocol.hidden,
+                                                 protocol.lr, ctx.streams.seed("training"),
+                                                 ctx.compute)
         for split, complexes in bench.test.items():
-            preds = predict(nets[trained_as], complexes, tech,
-                            chi_minimum=arm == "chi_minimum")
+            with ctx.stage("prediction"):
+                preds = predict(nets[trained_as], complexes, tech,
+                                chi_minimum=arm == "chi_minimum")
             predictions[arm, split] = preds
             for cx, pred in zip(complexes, preds, strict=True):
                 scores = evaluate_pose(topologies[cx.name], cx.protein_xyz, cx.ligand_xyz,

@@ -120,14 +120,17 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
         raise UserError(f"method.weights has {len(method.weights)} entries for "
                         f"{len(objectives)} objectives (protocol.objectives)")
     corpus = corpus_of(data)
-    models = build_models(cfg, ctx, corpus)
+    with ctx.stage("base and teachers (cached)"):
+        models = build_models(cfg, ctx, corpus)
     for model in (models.base, *models.teachers.values()):
         model.requires_grad_(False)
     weights = list(method.weights)
     design = DesignScore(objectives, weights, corpus, data.min_length, p.invalid_score)
     comparison = Comparison(cfg, ctx, models, design, corpus)
-    results, opd, rl = comparison.variants(weights)
-    front = comparison.pareto_front() if len(objectives) == 2 else []
+    with ctx.stage("variants (OPD, RL, baselines)"):
+        results, opd, rl = comparison.variants(weights)
+    with ctx.stage("teacher-weight front"):
+        front = comparison.pareto_front() if len(objectives) == 2 else []
     ctx.save_table("variants", [{"variant": k, **v} for k, v in results.items()])
     if front:  # two objectives: the teacher-weight front
         ctx.save_table("pareto", front)
@@ -137,7 +140,8 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                           cost))
     metrics = metrics_of(results, cost)
     if p.front_kl_betas:
-        rows = comparison.designability_front(front, results)
+        with ctx.stage("RL along its KL weight"):
+            rows = comparison.designability_front(front, results)
         matched = matched_rl(rows)
         matched_cost = cost_to_gain(opd.curve, comparison.rl(matched["kl_beta"])[0].curve,
                                     start, p.gain_fraction)

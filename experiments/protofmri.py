@@ -34,6 +34,7 @@ from methods.protofmri import (
     patch_features,
     patch_grid,
     pearson,
+    pointing_chance,
     pointing_game,
     ridge_cv,
     select_prototypes,
@@ -131,7 +132,8 @@ class Encoders:
     activations: np.ndarray
     readout: object
     r_proto: np.ndarray
-    r_black: np.ndarray
+    r_black: np.ndarray  # the stronger black box's
+    r_black_by_features: dict[str, float]  # mean held-out r of each black box
 
 
 def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
@@ -157,11 +159,17 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
                                      alphas, protocol.folds, rng)
     else:
         readout = MaxReadout(ridge_cv(a[train], y[train], alphas, protocol.folds, rng))
-    flat = tokens.reshape(len(images), -1)
-    blackbox = ridge_cv(flat[train], y[train], alphas, protocol.folds, rng)
+    # the black box: the stronger (on held-out mean r) of two ridges on the same backbone's
+    # features, each with its penalty chosen by cross-validation: the position-specific
+    # tokens, and their mean and max over patches (the field's usual pooled features)
+    candidates = {"flat": tokens.reshape(len(images), -1),
+                  "pooled": np.concatenate([tokens.mean(1), tokens.max(1)], axis=1)}
+    black = {name: pearson(ridge_cv(x[train], y[train], alphas, protocol.folds, rng).predict(
+        x[test]), y[test]) for name, x in candidates.items()}
+    r_black = max(black.values(), key=lambda r: r.mean())
     return Encoders(features, tokens, layer, a, readout,
-                    pearson(readout.predict(maps[test]), y[test]),
-                    pearson(blackbox.predict(flat[test]), y[test]))
+                    pearson(readout.predict(maps[test]), y[test]), r_black,
+                    {name: float(r.mean()) for name, r in black.items()})
 
 
 def _random_split(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -218,6 +226,7 @@ def encode_real_subject(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_figure("encoder", fig)
     metrics = {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
                "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
+               **{f"r_blackbox_{k}_mean": v for k, v in fit.r_black_by_features.items()},
                "active_prototypes_per_image": float((a[test] > 0).sum(1).mean()),
                "images": float(len(images)), "test_images": float(len(test)),
                "voxels": float(y.shape[1])}
@@ -245,8 +254,10 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     features, tokens, layer, readout = fit.features, fit.tokens, fit.layer, fit.readout
     a, r_proto, r_black = fit.activations, fit.r_proto, fit.r_black
     nc = noise_ceiling(repeats[:, test])
+    # concepts are matched to prototypes on the training images and scored on the test ones
+    match, _ = match_concepts(auroc_table(a[train], stimuli.presence[train]))
     table = auroc_table(a[test], stimuli.presence[test])
-    match, aurocs = match_concepts(table)
+    aurocs = table[np.arange(len(match)), match]
     tuning = concept_tuning(readout.coef, a[test], stimuli.presence[test], table)
     maps = layer.patch_activations(tokens[test])
     pointing = pointing_game(maps, stimuli.masks[test], match)
@@ -272,12 +283,14 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     ctx.save_figure("encoder", _figure(r_proto, r_black, tuning, population, aurocs))
     return {"r_proto_over_r_blackbox": float(r_proto.mean() / r_black.mean()),
             "r_proto_mean": float(r_proto.mean()), "r_blackbox_mean": float(r_black.mean()),
+            **{f"r_blackbox_{k}_mean": v for k, v in fit.r_black_by_features.items()},
             "pred_over_noise_ceiling": float((r_proto ** 2).mean() / nc.mean()),
             "noise_ceiling_mean": float(nc.mean()),
             "noise_ceiling_error_mean": float(np.abs(nc - population.true_noise_ceiling)
                                               .mean()),
             "concept_recovery_auroc_mean": float(aurocs.mean()),
             "localisation_pointing_game": pointing,
+            "localisation_chance": pointing_chance(stimuli.masks[test], maps.shape[-1]),
             "tuning_recovery_corr": tuning_recovery(tuning, population.weights),
             "tuning_recovery_corr_matched_only": tuning_recovery(readout.coef[match].T,
                                                                  population.weights),

@@ -76,15 +76,17 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
                 spec)
     to_pretrain = [seed for seed in seeds if pretraining[seed] is not None]
-    pretrained = map_jobs(pretrain, [(pretraining[seed], *training, seed, ctx.compute)
-                                     for seed in to_pretrain], workers,
-                          lambda items, total: ctx.progress(items, "pretraining", total))
+    with ctx.stage("pretraining"):
+        pretrained = map_jobs(pretrain, [(pretraining[seed], *training, seed, ctx.compute)
+                                         for seed in to_pretrain], workers,
+                              lambda items, total: ctx.progress(items, "pretraining", total))
     initial = dict.fromkeys(seeds) | dict(zip(to_pretrain, pretrained, strict=True))
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
-    trained = map_jobs(train_arm, [
-        (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed])
-        for seed, arm in jobs], workers,
-        lambda items, total: ctx.progress(items, "arms x seeds", total))
+    with ctx.stage("arms x streams"):
+        trained = map_jobs(train_arm, [
+            (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed])
+            for seed, arm in jobs], workers,
+            lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):
         exemplars += stored
         rows.append({"arm": arm.name, "seed": seed, **summarize(results)})

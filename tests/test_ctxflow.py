@@ -97,3 +97,26 @@ def test_ctxflow_smoke_run(smoke_run):
     assert -1.0 < metrics["slope_attention"] < 0
     assert "depth_ratio_L4_over_L1" in metrics
     assert (run_dir / "figures" / "deviation_vs_n.png").is_file()
+
+
+def test_the_lipschitz_estimate_is_exact_without_attention_and_bounded_by_the_limit():
+    """With A = 0 the block adds the context mean, so the flow map of the token is a shift:
+    Lipschitz 1. With attention and a large Gaussian context the map tends to the exact
+    affine limit, whose Jacobian is the product of I + V S A^T / L (S = I/d): the estimate
+    (a maximum over random directions) approaches that product's spectral norm from below."""
+    from methods.ctxflow import FlowParams, flow_lipschitz, random_flow_params
+
+    gen = torch.Generator().manual_seed(0)
+    d, depth = 3, 4
+    params = random_flow_params(d, 1.0, 1.0, gen)
+    context = torch.randn(2048, d, generator=gen, dtype=torch.float64) / d**0.5
+    shift = FlowParams(torch.zeros(d, d, dtype=torch.float64), params.V)
+    assert flow_lipschitz(shift, context, depth, 16, gen) == pytest.approx(1.0, rel=1e-6)
+    jacobian = torch.eye(d, dtype=torch.float64)
+    S = torch.eye(d, dtype=torch.float64) / d
+    for _ in range(depth):  # the context stays near N(m, S) under the exact flow
+        M = torch.eye(d, dtype=torch.float64) + params.V @ S @ params.A.T / depth
+        jacobian, S = M @ jacobian, M @ S @ M.T
+    limit = float(torch.linalg.matrix_norm(jacobian, ord=2))
+    estimate = flow_lipschitz(params, context, depth, 400, gen)
+    assert 0.85 * limit < estimate < 1.1 * limit

@@ -371,3 +371,15 @@ def test_sparse_maps_keep_the_top_k_prototypes_of_each_image():
     maps = layer.sparse_maps(tokens)
     assert np.array_equal(maps.max(-1), layer(tokens))
     assert ((maps.max(-1) > 0).sum(1) <= 2).all()
+
+
+def test_the_pointing_games_chance_is_the_share_of_patches_a_concept_touches():
+    """A concept covering one quadrant of a 2 x 2 grid in every image: a random patch lands
+    on it a quarter of the time."""
+    from methods.protofmri import pointing_chance
+
+    masks = np.zeros((3, 1, 8, 8), dtype=bool)
+    masks[:, 0, :4, :4] = True
+    assert pointing_chance(masks, 4) == pytest.approx(0.25)
+    masks[0, 0] = False  # an image without the concept does not count
+    assert pointing_chance(masks, 4) == pytest.approx(0.25)

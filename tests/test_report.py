@@ -460,3 +460,23 @@ def test_the_report_pairs_the_instances_runs_wrote(tmp_path):
     assert instance_pairs("b < a", runs)[0][0] == (0.7, 0.5)
     assert instance_pairs("a > 0.5", runs) is None  # a threshold: the seeds decide
     assert instance_pairs("a > b", runs + [{"folder": str(tmp_path / "none")}]) is None
+
+
+def test_every_threshold_in_a_claim_says_where_it_comes_from():
+    """A number other than 0 in a condition has its source beside it: a comment on the
+    condition or its rule line (the abstract's value, a scale the run measures, or our
+    reading with its reason), or an equivalence margin's reason."""
+    missing = []
+    for path in sorted((ROOT / "conf" / "paper").glob("*.yaml")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            found = re.match(r'\s*holds_if: "(.*)"', line)
+            if not found:
+                continue
+            numbers = [n for n in re.findall(r"(?<![\w.])(\d+\.?\d*(?:e-?\d+)?)",
+                                             found.group(1)) if float(n) != 0]
+            sourced = any("#" in near for near in lines[i:i + 3]) or any(
+                "margin_reason" in near for near in lines[i:i + 5])
+            if numbers and not sourced:
+                missing.append(f"{path.name}: {found.group(1)}")
+    assert not missing, missing

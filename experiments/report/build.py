@@ -43,6 +43,7 @@ from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
 from experiments.runner.results import read_instances, read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
+SWEEPS = ROOT / "docs" / "sweeps"
 MAX_FIGURES = 3
 FAILED, CORRUPT = "failed", "corrupt"
 VERDICT_COLOURS = {HOLDS: "#1a7f37", CONTRADICTED: "#cf222e", PARTIAL: "#9a6700",
@@ -115,6 +116,24 @@ def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
     return None if e is None else {**dataclasses.asdict(e), "text": e.text()}
 
 
+def sweep_verdict(key: str, claim: dict[str, Any]) -> Verdict:
+    """A claim judged on a published sweep (``docs/sweeps/<key>_<sweep>.json``): holds when
+    it holds in every configuration (each by the claim's rule over its seeds), contradicted
+    when it is contradicted in one, inconclusive otherwise."""
+    name = claim["sweep"]
+    record, error = read_json(SWEEPS / f"{key}_{name}.json")
+    if record is None:
+        return Verdict(NOT_RUN, f"the sweep {name} is not published (make sweep PAPER={key} "
+                       f"SWEEP={name}, then make summary PUBLISH={name})", rule=claim["rule"])
+    verdicts = [(", ".join(f"{k}={v}" for k, v in row["settings"].items()),
+                 row["claims"].get(claim["id"], NOT_RUN)) for row in record["rows"]]
+    words = [v for _, v in verdicts]
+    verdict = (HOLDS if words and all(v == HOLDS for v in words) else
+               CONTRADICTED if CONTRADICTED in words else INCONCLUSIVE)
+    detail = "published sweep " + name + ": " + "; ".join(f"{s} {v}" for s, v in verdicts)
+    return Verdict(verdict, detail, rule=claim.get("rule", "compare"))
+
+
 def instance_pairs(text: str, runs: list[dict]) -> list[list[tuple[float, float]]] | None:
     """Per seed, the (claimed side, other side) values of a comparison of two metrics on
     each instance both were measured on, where every run wrote them (``tables/
@@ -149,7 +168,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         text = claim.get("holds_if")
         names = sorted(metric_names(parse(text))) if text else []
         missing = sorted({n for n in names for m in metrics if m.get(n) is None})
-        if missing:  # a run that did not write a metric the claim names
+        if claim.get("sweep"):
+            verdict = sweep_verdict(key, claim)
+        elif missing:  # a run that did not write a metric the claim names
             verdict = Verdict(NOT_RUN, f"metric missing from metrics.json (or null): "
                               f"{', '.join(missing)}")
         else:

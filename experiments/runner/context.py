@@ -8,8 +8,10 @@ launch (``trainer=ddp``) every rank runs the protocol, and only global rank 0 wr
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +56,23 @@ class RunContext:
     stream_curves: bool = True
     wandb: Any = None
     streams: Streams = field(init=False)
+    stage_seconds: dict[str, float] = field(init=False, default_factory=dict)
     _device: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.streams = Streams(self.seed)
         self.writes = is_global_zero()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage of the protocol: its wall seconds go to ``results.json``
+        (``stage_seconds``), where ``make bench`` and a reader of a slow run look."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_seconds[name] = (self.stage_seconds.get(name, 0.0)
+                                        + time.perf_counter() - start)
 
     def rng_for(self, name: str) -> np.random.Generator:
         """The numpy Generator of the run's stream ``name``."""

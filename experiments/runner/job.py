@@ -222,6 +222,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "python": sys.version.split()[0], "started_at": started_at,
         "wall_time_s": round(wall, 3), "claims": verdicts,
         "streams": dict(sorted(ctx.streams.used.items())),
+        "stage_seconds": {k: round(v, 3) for k, v in ctx.stage_seconds.items()},
     })
     if mirror is not None:
         mirror.summary(metrics, verdicts)

@@ -1,9 +1,11 @@
 """``make reproduce``: every paper's default at its declared seed count, as Hydra multiruns.
 
 Each paper declares ``paper.seeds`` in ``conf/paper/<key>.yaml``, fixed before any result is
-seen (no stopping rule looks at the data). The runs go in rounds by seed: round ``s`` is one
-multirun of the papers that declare more than ``s`` seeds, longest first, so two workers
-stay busy and an interrupted reproduction has the same seeds for every paper it reached.
+seen (no stopping rule looks at the data). The runs go in rounds by seed: round ``s`` runs
+the papers that declare more than ``s`` seeds, longest first, so an interrupted
+reproduction has the same seeds for every paper it reached: one multirun of the one-process
+papers, a job per core, then the papers with a worker pool of their own, one at a time, so
+that no two processes share a core (sharing them made jobs two to three times slower).
 ``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun);
 ``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper). Every job
 writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (resume).
@@ -42,6 +44,15 @@ def longest_first(papers: list[str]) -> list[str]:
     return sorted(papers, key=lambda k: -measured.get(k, float("inf")))
 
 
+def has_worker_pool(key: str) -> bool:
+    """Whether the paper's default runs its own pool of worker processes
+    (``protocol.workers``): such a job gets the cores to itself."""
+    from omegaconf import OmegaConf
+
+    protocol = OmegaConf.load(ROOT / "conf" / "paper" / f"{key}.yaml").get("protocol") or {}
+    return "workers" in protocol
+
+
 def job_minutes(folder: Path) -> dict[str, float]:
     """Per paper, the minutes its finished jobs under ``folder`` took (results.json)."""
     out: dict[str, float] = {}
@@ -75,9 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
     code, start = 0, time.perf_counter()
     for seed, members in rounds(papers, seeds):
-        # the presets are per paper: at scale=paper, one multirun per paper
-        groups = [members] if args.scale == "cpu" else [[key] for key in members]
-        for group in groups:
+        # the presets are per paper: at scale=paper, one multirun per paper. At the default
+        # scale the one-process papers share the cores (one job per core) and a paper with
+        # its own worker pool runs alone: no core is shared by two processes.
+        if args.scale == "cpu":
+            groups = [[k for k in members if not has_worker_pool(k)],
+                      [k for k in members if has_worker_pool(k)]]
+        else:
+            groups = [[key] for key in members]
+        for group in (g for g in groups if g):
+            jobs = 1 if args.scale == "cpu" and has_worker_pool(group[0]) else args.jobs
             command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
                        f"seed={seed}", f"hydra/launcher={args.launcher}",
                        f"hydra.sweep.dir={args.dir}",
@@ -85,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.scale != "cpu":
                 command.append(f"scale={args.scale}")
             if args.launcher == "joblib":
-                command.insert(5, f"hydra.launcher.n_jobs={args.jobs}")
+                command.insert(5, f"hydra.launcher.n_jobs={jobs}")
             print(f"==> seed {seed}: {', '.join(group)}", flush=True)
             returned = subprocess.call(command)
             if returned == EXIT_REJECTED:  # a refused command line: the next would be too

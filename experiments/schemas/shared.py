@@ -131,6 +131,9 @@ class Claim:
     margin: float | None = None  # equivalence: how far from the claimed side still counts
     margin_reason: str | None = None  # where the margin comes from
     scale: str | None = None  # with holds_if null: the setting the claim needs
+    # judged from this named sweep's published configurations (docs/sweeps/), each by the
+    # rule over its seeds: holds when it holds in every configuration
+    sweep: str | None = None
     # the size the abstract reports, shown beside the measured effect ("+6.91 accuracy")
     abstract: str | None = None
     sanity: bool = False  # an identity or implementation check: shown, not counted

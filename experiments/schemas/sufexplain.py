@@ -27,6 +27,9 @@ class SufexplainProtocol:
     lr: float = positive()
     weight_decay: float = nonnegative()
     output_penalty: float = nonnegative()  # NAM's penalty on the mean squared term outputs
+    # a real binary task (a binary_tabular source) the NAM, NA2M and MLP are also trained
+    # and compared on (acc_<model>_real); null: none
+    real_data: str | None = None
 
 
 @dataclass

@@ -5,6 +5,7 @@ infinite-context (Gaussian) population flow."""
 from methods.ctxflow.flow import (
     FlowParams,
     finite_context_flow,
+    flow_lipschitz,
     gaussian_context_flow,
     random_flow_params,
 )
@@ -15,6 +16,6 @@ from methods.ctxflow.regression import (
 )
 
 __all__ = [
-    "FlowParams", "finite_context_flow", "gaussian_context_flow",
+    "FlowParams", "finite_context_flow", "flow_lipschitz", "gaussian_context_flow",
     "icl_loss_finite", "icl_loss_gaussian", "online_gd_deviation", "random_flow_params",
 ]

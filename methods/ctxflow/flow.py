@@ -104,3 +104,18 @@ def gaussian_context_flow(token: torch.Tensor, mean: torch.Tensor, cov: torch.Te
         m = M @ m + shift
         S = M @ S @ M.T
     return x, m, S
+
+
+def flow_lipschitz(params: FlowParams, context: torch.Tensor, depth: int, pairs: int,
+                   generator: torch.Generator, radius: float = 1e-4) -> float:
+    """The largest ratio |F(x) - F(y)| / |x - y| of the finite-context (softmax) flow map
+    F of the token over ``pairs`` random tokens x, each with a neighbour y at ``radius`` in
+    a random direction: a finite-difference lower estimate of F's Lipschitz constant in the
+    token (the constants whose independence of the dimension the paper's estimates need)."""
+    d = context.shape[1]
+    x = torch.randn(pairs, d, generator=generator, dtype=context.dtype) / d**0.5
+    direction = torch.randn(pairs, d, generator=generator, dtype=context.dtype)
+    y = x + radius * direction / direction.norm(dim=1, keepdim=True)
+    fx = finite_context_flow(x, context, params, depth)
+    fy = finite_context_flow(y, context, params, depth)
+    return float(((fx - fy).norm(dim=1) / (x - y).norm(dim=1)).max())

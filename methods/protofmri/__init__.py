@@ -11,6 +11,7 @@ from methods.protofmri.analysis import (
     noise_ceiling,
     patch_grid,
     pearson,
+    pointing_chance,
     pointing_game,
     tuning_recovery,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "HubPatchFeatures", "MaxReadout", "PatchFeatures", "PooledReadout", "PrototypeLayer",
     "Ridge", "attributions", "auroc", "auroc_table", "concept_tuning", "fit_pooled_readout",
     "fit_prototypes", "match_concepts", "noise_ceiling",
-    "patch_features", "patch_grid", "pearson", "pointing_game", "push", "ridge_cv", "ridge_fit",
+    "patch_features", "patch_grid", "pearson", "pointing_chance", "pointing_game", "push",
+    "ridge_cv", "ridge_fit",
     "select_prototypes", "synthesize", "tuning_recovery",
 ]

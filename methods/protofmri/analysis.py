@@ -87,6 +87,16 @@ def patch_grid(patches: int) -> int:
     return side
 
 
+def pointing_chance(masks: np.ndarray, patches: int) -> float:
+    """The pointing game's chance level: over (image, present concept) pairs, the share of
+    the grid's ``patches`` cells the concept's mask touches (a patch picked at random)."""
+    n, c, h, w = masks.shape
+    grid = patch_grid(patches)
+    cells = masks.reshape(n, c, grid, h // grid, grid, w // grid).any(axis=(3, 5))
+    covered = cells.reshape(n, c, -1).mean(-1)
+    return float(covered[cells.reshape(n, c, -1).any(-1)].mean())
+
+
 def pointing_game(patch_maps: np.ndarray, masks: np.ndarray, match: np.ndarray) -> float:
     """Localisation: over (image, present concept) pairs, the fraction where the matched
     prototype's most active patch overlaps the concept's mask. ``patch_maps`` (N, K, P)
