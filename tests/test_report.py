@@ -307,7 +307,9 @@ def report_fixture(root: Path) -> Path:
                    "ranks_oracle_first_auroc": 0, "ranks_oracle_first_scalar_brier": 1,
                    "tps_gap_constant_vs_oracle": gap, "tps_change_under_recalibration": 0.05,
                    "auroc_change_under_recalibration": 0.0,
-                   "censored_approx_verdict_changed": 1}
+                   "censored_approx_verdict_changed": 1, "ranks_oracle_first_auprc": 1,
+                   "ranks_oracle_first_aurc": 0, "censored_vs_complete_abs_diff": 0.001,
+                   "censored_vs_complete_stderr": 0.001}
         (run / "results.json").write_text(json.dumps({
             "paper": "tps", "seed": seed, "metrics": metrics, "wall_time_s": 6.0,
             "overrides": ["+paper=tps", f"seed={seed}"], "git_sha": "abc",
@@ -342,6 +344,8 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
                         "auroc_not_proper": HOLDS, "scalar_brier_not_proper": INCONCLUSIVE,
                         "constant_predictor_penalized": INCONCLUSIVE,
                         "recalibration_moves_tps_not_ranks": HOLDS,
+                        "recalibration_keeps_ranks": HOLDS, "auprc_not_proper": INCONCLUSIVE,
+                        "risk_coverage_not_proper": HOLDS, "censored_score_exact": HOLDS,
                         "censoring_changes_verdict": HOLDS}
     assert tps["headline"]["mean"] == pytest.approx(0.015)
     gap = next(c for c in tps["claims"] if c["id"] == "constant_predictor_penalized")
@@ -425,7 +429,8 @@ def test_the_report_logs_its_claims_table_to_wandb_when_asked(tmp_path, monkeypa
     folder = report_fixture(tmp_path / "runs")
     assert report_main([str(folder), "--out", str(tmp_path / "report"), "--wandb"]) == 0
     (name, rows), = tables
-    assert name == "claims" and len([r for r in rows if r["paper"] == "tps"]) == 7
+    assert name == "claims" and len([r for r in rows if r["paper"] == "tps"]) == len(
+        paper_info("tps")["claims"])
 
 
 def test_make_reproduce_runs_the_declared_seeds_in_rounds():
