@@ -67,7 +67,9 @@ def head(key: str) -> str:
         rule = c.get("rule", "compare") + (f", margin {c['margin']:g}: {c['margin_reason']}"
                                            if c.get("margin") is not None else "")
         rule += ", sign test" if c.get("test") == "sign" else ""
+        rule += f", over the published sweep {c['sweep']}" if c.get("sweep") else ""
         rule += " (sanity check)" if c.get("sanity") else ""
+        rule = rule if c.get("holds_if") else "-"
         condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
         published = verdicts.get(c["id"])
         verdict = (claim_effect_text({"margin": None, **published}) if published
