@@ -14,6 +14,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from methods.dpcert import (
     EPS_GRID,
+    certified_radii,
     clopper_pearson,
     cohen_radius,
     dpa_poisoning_pld,
@@ -154,3 +155,17 @@ def test_dpcert_smoke_run(smoke_run):
     assert metrics["degenerate_dpa_mismatches"] == 0
     assert metrics["joint_minus_naive_certified_acc_min"] >= 0
     assert (run_dir / "figures" / "certified_accuracy_heatmaps.png").is_file()
+
+
+def test_certified_radii_match_cohen_without_poisoning():
+    """With no poisoning the per-point grid radius is Cohen's radius rounded down to the grid;
+    poisoning only shrinks it."""
+    p_a = np.array([0.3, 0.6, 0.8, 0.95, 0.99])
+    sigma, step = 0.25, 0.01
+    radius = certified_radii(p_a, 1 - p_a, gaussian_pld(sigma, 0.0), sigma, step)
+    cohen = cohen_radius(p_a, sigma)
+    assert radius[0] == -1.0
+    assert np.all(radius[1:] <= cohen[1:] + 1e-9)
+    assert np.all(radius[1:] > cohen[1:] - step - 1e-6)
+    poisoned = certified_radii(p_a, 1 - p_a, dpa_poisoning_pld(1, 50), sigma, step)
+    assert np.all(poisoned <= radius) and poisoned[-1] < radius[-1]

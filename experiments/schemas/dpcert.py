@@ -29,9 +29,10 @@ class JointCertificateConfig(MethodConfig):
 @dataclass
 class TriggerConfig:
     target: int = MISSING  # the attacker's label
-    poisoned: int = MISSING  # triggered training points inserted
+    poisoned: int = MISSING  # triggered training points inserted: the certified poisoning budget
     size: int = MISSING  # patch side in pixels
-    l2_norm: float = positive()
+    train_l2_norm: float = positive()  # the trigger's norm on the poisoned training points
+    radius_step: float = positive()  # test triggers sit at each point's certified radius on this grid
 
 
 @dataclass

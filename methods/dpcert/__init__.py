@@ -11,6 +11,7 @@ from methods.dpcert.accounting import (
     profile_of,
 )
 from methods.dpcert.certify import (
+    certified_radii,
     clopper_pearson,
     cohen_radius,
     dpa_vote_certificate,
@@ -22,7 +23,8 @@ from methods.dpcert.certify import (
 )
 
 __all__ = [
-    "EPS_GRID", "clopper_pearson", "cohen_radius", "dpa_poisoning_pld", "dpa_vote_certificate",
-    "dpsgd_group_pld", "gaussian_pld", "gaussian_profile", "is_certified", "naive_certified",
-    "profile_of", "radius_by_bisection", "top_two", "tradeoff",
+    "EPS_GRID", "certified_radii", "clopper_pearson", "cohen_radius", "dpa_poisoning_pld",
+    "dpa_vote_certificate", "dpsgd_group_pld", "gaussian_pld", "gaussian_profile",
+    "is_certified", "naive_certified", "profile_of", "radius_by_bisection", "top_two",
+    "tradeoff",
 ]

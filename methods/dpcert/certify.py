@@ -18,13 +18,14 @@ grid alone is off by up to 7e-6, always on the safe side).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.stats import beta, norm
 
-from methods.dpcert.accounting import EPS_GRID
+from methods.dpcert.accounting import EPS_GRID, gaussian_pld, profile_of
 
 TIE_TOLERANCE = 1e-12
 
@@ -122,3 +123,19 @@ def radius_by_bisection(p_a: float, p_b: float, profile_at, high: float, iters: 
         else:
             hi = mid
     return lo
+
+
+def certified_radii(p_a: np.ndarray, p_b: np.ndarray, train_pld, sigma: float, step: float
+                    ) -> np.ndarray:
+    """Each point's largest l2 radius on the grid 0, step, 2 step, ... that the joint
+    certificate covers together with ``train_pld``'s poisoning (-1 where not even radius 0
+    is); the grid stops at the first radius no point is certified at (certificates shrink
+    monotonically with the radius)."""
+    radius = np.full(len(p_a), -1.0)
+    covered = np.ones(len(p_a), dtype=bool)
+    for r in itertools.count():
+        at = r * step
+        covered &= is_certified(p_a, p_b, profile_of(train_pld.compose(gaussian_pld(sigma, at))))
+        if not covered.any():
+            return radius
+        radius[covered] = at
