@@ -36,23 +36,25 @@ def _families(cfg: RootConfig, rng: np.random.Generator) -> dict[str, np.ndarray
 
 
 def measure_nmse(families: dict[str, np.ndarray], quantizer: str, bits: list[int],
-                 n_trials: int, rng: np.random.Generator, progress=iter
+                 n_trials: int, rng: np.random.Generator, progress=iter, arms=tuple(ARMS)
                  ) -> dict[tuple, np.ndarray]:
     """Normalized MSE ||x_hat - x||^2 / ||x||^2 per (rotation, dither, b, family), one
-    value per trial (mean over the family's vectors). Each trial draws one dense rotation,
-    one RHT and fresh dither offsets shared by all arms."""
+    value per trial (mean over the family's vectors). Each trial draws one dense rotation
+    (when an arm uses it), one RHT and fresh dither offsets for every arm."""
     names = list(families)
     x = np.concatenate([families[f] for f in names])
     owner = np.concatenate([[i] * len(families[f]) for i, f in enumerate(names)])
     sq_norm = np.sum(x**2, axis=1)
     dim = x.shape[1]
-    out = {(r, dt, b, f): np.empty(n_trials) for r, dt in ARMS for b in bits for f in names}
+    out = {(r, dt, b, f): np.empty(n_trials) for r, dt in arms for b in bits for f in names}
+    dense = any(rot == "dense" for rot, _ in arms)
     for trial in progress(range(n_trials)):
-        dense_y = haar_images(x, rng)  # error measured in the rotated space (orthogonal Q)
+        # the dense arm's error is measured in the rotated space (Q is orthogonal)
+        dense_y = haar_images(x, rng) if dense else None
         rht = RandomizedHadamard(dim, rng)
         rht_y = rht.forward(x)
         for b in bits:
-            for rot, dither in ARMS:
+            for rot, dither in arms:
                 y = dense_y if rot == "dense" else rht_y
                 y_hat = quantize_rotated(y, quantizer, b, dither, rng)
                 if rot == "dense":
@@ -135,26 +137,68 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if len(bits) > 1:  # the grid's comparisons (a one-width sweep job reports its arm above)
         metrics.update(_grid_comparisons(bits, families, mean, worst, quantizer))
 
-    timing_rows = []
+    uniformity = None
+    if (len(bits) > 1 and quantizer == "turboquant" and cfg.dataset.name == "unit_vectors"
+            and cfg.protocol.uniformity_dims):
+        uniformity = _over_dimensions(cfg, ctx, bits)
+        metrics.update(_uniformity_metrics(uniformity))
+
+    metrics.update(_time_rotations(cfg, ctx))
+    ctx.save_figure("mse_vs_bits", _figure(nmse, families, bits, quantizer, uniformity))
+    return metrics
+
+
+def _time_rotations(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
+    """Per-vector dense rotation time over the (inverse) RHT's, per (dimension, batch)."""
+    metrics, rows = {}, []
     grid = [(d, b) for d in cfg.protocol.timing_dims for b in cfg.protocol.timing_batches]
     for d, batch in ctx.progress(grid, "timing"):
         times = rotation_seconds_per_vector(d, cfg.protocol.timing_repeats,
                                             ctx.rng_for(f"timing inputs d{d} b{batch}"), batch)
-        timing_rows.append({"dim": d, "batch": batch, "dense_us": 1e6 * times.dense,
-                            "rht_us": 1e6 * times.forward, "rht_inverse_us": 1e6 * times.inverse,
-                            "speedup": times.dense / times.forward,
-                            "speedup_inverse": times.dense / times.inverse})
+        rows.append({"dim": d, "batch": batch, "dense_us": 1e6 * times.dense,
+                     "rht_us": 1e6 * times.forward, "rht_inverse_us": 1e6 * times.inverse,
+                     "speedup": times.dense / times.forward,
+                     "speedup_inverse": times.dense / times.inverse})
         metrics[f"time_rht_speedup_vs_dense_d{d}_b{batch}"] = times.dense / times.forward
         metrics[f"time_rht_inverse_speedup_vs_dense_d{d}_b{batch}"] = times.dense / times.inverse
-    if timing_rows:
-        ctx.save_table("rotation_time_per_vector", timing_rows)
-    ctx.save_figure("mse_vs_bits", _figure(nmse, families, bits, quantizer))
+    if rows:
+        ctx.save_table("rotation_time_per_vector", rows)
     return metrics
 
 
-def _figure(nmse, families, bits, quantizer):
+def _over_dimensions(cfg: RootConfig, ctx: RunContext, bits: list[int]
+                     ) -> dict[int, dict[int, float]]:
+    """Dithered TurboQuant with one RHT at every dimension of protocol.uniformity_dims: its
+    worst-case NMSE over the same input families, over pi*sqrt(3)/2 * 4^-b, per (d, b)."""
+    data_cfg, ratios, rows = cfg.dataset, {}, []
+    for dim in ctx.progress(list(cfg.protocol.uniformity_dims), "dimensions"):
+        families = unit_vector_families(dim, data_cfg.n_random, data_cfg.n_sparse,
+                                        data_cfg.sparsity, data_cfg.n_basis,
+                                        ctx.rng_for(f"input families d{dim}"))
+        nmse = measure_nmse(families, "turboquant", bits, cfg.protocol.n_trials,
+                            ctx.rng_for(f"rotations and dithers d{dim}"), arms=(("rht", True),))
+        ratios[dim] = {b: max(float(nmse[("rht", True, b, f)].mean()) for f in families)
+                       / panter_dite_bound(b) for b in bits}
+        rows += [{"dim": dim, "bits": b, "worst_case_nmse_over_bound": r}
+                 for b, r in ratios[dim].items()]
+    ctx.save_table("bound_ratio_by_dimension", rows)
+    return ratios
 
-    fig, (left, right) = subplots(2, panel=(5.5, 4.2))
+
+def _uniformity_metrics(ratios: dict[int, dict[int, float]]) -> dict[str, float]:
+    """The b = 6 ratio's extremes over dimensions (the abstract: the o(1) term vanishes
+    uniformly over all dimensions)."""
+    at_b6 = [by_bits[6] for by_bits in ratios.values() if 6 in by_bits]
+    if not at_b6:
+        return {}
+    return {"dithered_turboquant_mse_over_bound_b6_dims_min": min(at_b6),
+            "dithered_turboquant_mse_over_bound_b6_dims_max": max(at_b6)}
+
+
+def _figure(nmse, families, bits, quantizer, uniformity):
+
+    fig, axes = subplots(3 if uniformity else 2, panel=(5.5, 4.2))
+    left, right = axes[0], axes[1]
     styles = {("dense", True): ("C0", "-"), ("dense", False): ("C0", ":"),
               ("rht", True): ("C3", "-"), ("rht", False): ("C3", ":")}
     for (rot, dt), (color, ls) in styles.items():
@@ -176,5 +220,15 @@ def _figure(nmse, families, bits, quantizer):
     right.set(yscale="log", xlabel="bits per coordinate b",
               ylabel="max over families of MSE ratio", title="one RHT vs dense rotation")
     right.legend(fontsize=8)
+    if uniformity:
+        dims = sorted(uniformity)
+        for b in bits:
+            axes[2].plot(dims, [uniformity[d][b] for d in dims], marker="o", label=f"b = {b}")
+        axes[2].axhline(1.0, color="k", lw=0.8)
+        axes[2].axhspan(0.95, 1.05, color="0.9")
+        axes[2].set(xscale="log", xlabel="dimension d",
+                    ylabel=r"worst-case NMSE / $\frac{\pi\sqrt{3}}{2}4^{-b}$",
+                    title="dithered TurboQuant, one RHT: over dimensions")
+        axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -26,6 +26,7 @@ class DitherQuantizerConfig(MethodConfig):
 class DitherqProtocol:
     bits: list[int] = MISSING  # the grid used when method.bits is null
     n_trials: int = MISSING  # independent rotations (and dither offsets) per input
+    uniformity_dims: list[int] = MISSING  # powers of 2: dithered TurboQuant's bound at each
     timing_dims: list[int] = MISSING
     timing_batches: list[int] = MISSING  # vectors rotated at once (1: matrix-vector)
     timing_repeats: int = MISSING
