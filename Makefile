@@ -29,6 +29,7 @@ GPU      ?= h100-80gb
 REPRODUCE_DIR ?= outputs/reproduce
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 REPORT_OUT    ?= outputs/report
+SINCE         ?=
 
 .PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
 	reproduce report readme pages list clean plan plan-docs gpu-smoke device-wheels device-check-dry
@@ -126,7 +127,7 @@ pages: install  ## the generated heads of docs/papers/<key>.md (claims, metrics,
 	$(PY) -m experiments.report.pages
 
 readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads
-	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish
+	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish $(if $(SINCE),--since $(SINCE))
 
 BROWSER_PACKAGES := chromium chromium-driver
 

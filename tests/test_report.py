@@ -285,6 +285,31 @@ def test_the_paper_pages_heads_are_generated_from_the_configs_and_the_reproducti
     assert pages(["--check"]) == 0, "run `make pages` to refresh the paper pages' heads"
 
 
+def test_the_pages_say_which_verdicts_moved_since_the_compared_reproduction(tmp_path,
+                                                                            monkeypatch):
+    from experiments.report import pages
+
+    since = pages.verdicts_at("HEAD")  # the reproduction published at the checkout's commit
+    assert len(since["rev"]) == 40 and "tps" in since["papers"]
+    since["papers"]["tps"]["claims"] = {"tps_strictly_proper": "inconclusive", "gone": "holds"}
+    published = {"papers": [{"key": "tps", "verdict": "holds", "claims": [
+        {"id": "tps_strictly_proper", "verdict": "holds"},
+        {"id": "ece_not_proper", "verdict": "holds"}]}], "since": since}
+    target = tmp_path / "reproduction.json"
+    target.write_text(json.dumps(published))
+    monkeypatch.setattr(pages, "PUBLISHED", target)
+    claims = [{"id": "tps_strictly_proper"}, {"id": "ece_not_proper"}]
+    lines = pages.moved("tps", claims)
+    assert lines[1].startswith(f"Verdicts that moved since the reproduction published at "
+                               f"{since['rev'][:7]} (paper: ")
+    assert lines[3:] == ["- `tps_strictly_proper`: inconclusive -> holds",
+                         "- `ece_not_proper`: new claim -> holds", "- `gone`: holds -> removed"]
+    published["since"]["papers"]["tps"]["claims"] = {c["id"]: c["verdict"]
+                                                    for c in published["papers"][0]["claims"]}
+    target.write_text(json.dumps(published))
+    assert pages.moved("tps", claims)[1].endswith(": none.")
+
+
 # -- the report on a fixture folder ---------------------------------------------------------
 
 def _png(path: Path) -> None:

@@ -22,6 +22,7 @@ from experiments.report.build import (
     write_report,
 )
 from experiments.report.pages import main as write_pages
+from experiments.report.pages import verdicts_at
 from experiments.runner.results import read_json
 
 
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("outputs/report"))
     parser.add_argument("--publish", action="store_true",
                         help="copy summary.json to docs/ and regenerate the README table")
+    parser.add_argument("--since", metavar="REV",
+                        help="with --publish: the git revision whose docs/reproduction.json "
+                             "the paper pages compare verdicts with (default: the one the "
+                             "published file already compares with)")
     parser.add_argument("--wandb", action="store_true",
                         help="also log the claims table and the effect figure to W&B")
     args = parser.parse_args(argv)
@@ -55,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         target = ROOT / "docs" / "reproduction.json"
         target.parent.mkdir(exist_ok=True)
         timing, _ = read_json(args.runs / "timing.json")
+        earlier, _ = read_json(target)
+        since = (verdicts_at(args.since) if args.since
+                 else (earlier or {}).get("since") if isinstance(earlier, dict) else None)
         published = {"papers": json.loads((args.out / "summary.json").read_text()),
-                     "timing": timing}
+                     "timing": timing, "since": since}
         target.write_text(json.dumps(published, indent=1) + "\n")
         readme = ROOT / "README.md"
         readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))

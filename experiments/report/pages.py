@@ -1,7 +1,8 @@
 """The generated head of each paper's page (``docs/papers/<key>.md``): what the config declares
 (the claims with the abstract's words, their conditions and rules, the metrics, the method
-options, the commands and sweeps) and the claims' current verdicts from the published
-reproduction. The hand-written rest of the page says what the implementation does and where
+options, the commands and sweeps), the claims' current verdicts from the published
+reproduction and which of them moved since the reproduction it compares with (``make readme
+SINCE=<git revision>`` sets that one; later publications keep it). The hand-written rest of the page says what the implementation does and where
 it departs from the paper.
 
     python -m experiments.report.pages            # rewrite every page's head (make pages)
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -48,6 +50,45 @@ def _verdicts(key: str) -> dict[str, dict]:
     return {c["id"]: c for c in (paper or {}).get("claims", [])}
 
 
+def verdicts_at(rev: str) -> dict[str, Any]:
+    """The verdicts of the reproduction published at git revision ``rev``: {"rev": the full
+    hash, "papers": {paper: {"verdict": ..., "claims": {claim id: verdict}}}}."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+
+    published = json.loads(git("show", f"{rev}:docs/reproduction.json"))
+    papers = published["papers"] if isinstance(published, dict) else published
+    return {"rev": git("rev-parse", rev).strip(), "papers": {
+        p["key"]: {"verdict": p["verdict"],
+                   "claims": {c["id"]: c["verdict"] for c in p.get("claims", [])}}
+        for p in papers}}
+
+
+def moved(key: str, claims: list[dict]) -> list[str]:
+    """The lines saying which of ``key``'s verdicts changed since the reproduction the
+    published file compares with (none when it names none)."""
+    try:
+        published = json.loads(PUBLISHED.read_text())
+    except (OSError, ValueError):
+        return []
+    since = published.get("since") if isinstance(published, dict) else None
+    if not since:
+        return []
+    before = since["papers"].get(key, {"verdict": "not published", "claims": {}})
+    now = _verdicts(key)
+    paper = next((p for p in published["papers"] if p["key"] == key), {})
+    changes = [f"`{c['id']}`: {before['claims'].get(c['id'], 'new claim')} -> "
+               f"{now[c['id']]['verdict']}" for c in claims
+               if c["id"] in now and before["claims"].get(c["id"]) != now[c["id"]]["verdict"]]
+    changes += [f"`{claim}`: {verdict} -> removed" for claim, verdict in
+                before["claims"].items() if claim not in now]
+    title = (f"Verdicts that moved since the reproduction published at {since['rev'][:7]} "
+             f"(paper: {before['verdict']} -> {paper.get('verdict', 'not published')})")
+    return ["", title + (":" if changes else ": none."), *(["", *[f"- {c}" for c in changes]]
+                                                         if changes else [])]
+
+
 def head(key: str) -> str:
     """The page's generated head."""
     from experiments.report.build import claim_effect_text
@@ -76,6 +117,7 @@ def head(key: str) -> str:
                    else "not yet reproduced")
         lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
                      f"| {_cell(verdict)} |")
+    lines += moved(key, info.get("claims") or [])
     lines += ["", "Metrics (`paper.metrics`; `{x}` takes each listed value):", "",
               "| metric | better | unit | meaning |", "|---|---|---|---|"]
     for spec in specs(info):
