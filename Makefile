@@ -126,7 +126,7 @@ report: install  ## the reproduction report (outputs/report/index.html, report.m
 pages: install  ## the generated heads of docs/papers/<key>.md (claims, metrics, options, verdicts)
 	$(PY) -m experiments.report.pages
 
-readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads
+readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads (SINCE=<rev>: the reproduction they compare verdicts with)
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish $(if $(SINCE),--since $(SINCE))
 
 BROWSER_PACKAGES := chromium chromium-driver
