@@ -2,8 +2,8 @@
 (the claims with the abstract's words, their conditions and rules, the metrics, the method
 options, the commands and sweeps), the claims' current verdicts from the published
 reproduction and which of them moved since the reproduction it compares with (``make readme
-SINCE=<git revision>`` sets that one; later publications keep it). The hand-written rest of the page says what the implementation does and where
-it departs from the paper.
+SINCE=<git revision>`` sets that one; later publications keep it). The hand-written rest of
+the page says what the implementation does and where it departs from the paper.
 
     python -m experiments.report.pages            # rewrite every page's head (make pages)
     python -m experiments.report.pages --check    # exit 1 when a head is stale

@@ -32,7 +32,7 @@ class TriggerConfig:
     poisoned: int = MISSING  # triggered training points inserted: the certified poisoning budget
     size: int = MISSING  # patch side in pixels
     train_l2_norm: float = positive()  # the trigger's norm on the poisoned training points
-    radius_step: float = positive()  # test triggers sit at each point's certified radius on this grid
+    radius_step: float = positive()  # the grid of each test trigger's certified radius
 
 
 @dataclass
