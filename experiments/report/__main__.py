@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(json.dumps(published, indent=1) + "\n")
         readme = ROOT / "README.md"
         readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
-        write_pages()
+        write_pages([])
         print(f"published: {target} and the README table")
     return 0
 
