@@ -7,6 +7,7 @@ Brier, AUROC and the two miscalibration modes of each variant."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -105,7 +106,8 @@ def tiny_setting(cfg: RootConfig, ctx: RunContext):
                                sft_task(data, data.noise, calibrated=False))
     teacher = None
     if method.base.name != "grpo":
-        teacher, _ = load_causal_lm(cfg.model, ctx.compute, ctx.cache_dir,
+        teacher_model = dataclasses.replace(cfg.model, steps=method.teacher_steps)
+        teacher, _ = load_causal_lm(teacher_model, ctx.compute, ctx.cache_dir,
                                     sft_task(data, method.teacher_noise, calibrated=True))
     regimes = []
     for name, turns, tool in (("single", 1, False), ("multi", protocol.turns_multi,

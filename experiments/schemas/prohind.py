@@ -62,6 +62,7 @@ class PHMethodConfig(MethodConfig):
     base: Base = MISSING  # the retrospective base method PH weights
     distill_weight: float = nonnegative()  # grpo_opd: weight of the distillation advantage
     teacher_noise: float = unit()  # opd bases: the teacher's SFT noise (lower: better)
+    teacher_steps: int = positive()  # opd bases, tiny-lm: the teacher's SFT steps
     lam: float = nonnegative()  # the headline lambda (ece_ph, acc_ph)
     weighting: Weighting = MISSING
     surprise: SurpriseKind = MISSING
