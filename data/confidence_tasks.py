@@ -129,6 +129,9 @@ def graded_prompts(digit_grid: Sequence[int], count: int, max_digits: int,
     return out
 
 
+FOREIGN_CONFIDENCE_SHARE = 0.5  # calibrated data: answers after a stated k it does not learn
+
+
 @dataclass
 class ConfidenceAdditionTask:
     """tiny-lm's SFT task: ``<conf_k>`` then the scratchpad, with sum digits replaced at
@@ -140,7 +143,10 @@ class ConfidenceAdditionTask:
     the probing question (``PROBE`` -> ``YES`` with probability k / 9), so the model knows
     every episode's format. ``calibrated`` (a teacher's data) states k = round(9 q) and
     answers the probe YES with probability q, q = (1 - noise)^digits the chance that the
-    data's answer is right."""
+    data's answer is right; in a share ``FOREIGN_CONFIDENCE_SHARE`` of its answers the stated
+    k is drawn from ``confidence_range`` instead and is not a training target, so that the
+    teacher answers well after any k a student's rollout states (with k = round(9 q) alone
+    it only ever sees k of 8 and 9, and distils off-distribution answers after the rest)."""
 
     max_digits: int
     train_examples: int
@@ -192,12 +198,16 @@ class ConfidenceAdditionTask:
         from datasets import Dataset
 
         ids, labels = [], []
+        low, high = self.confidence_range
         for _ in range(self.train_examples):
             digits = int(rng.integers(1, self.max_digits + 1))
             (a, b), = arithmetic.addition_problems(1, digits, rng)
             problem = make_prompt(a, b, digits, self.max_digits,
                                   tool=rng.random() < self.tool_fraction)
             k = self.training_confidence(digits, rng)
+            k_scored = True
+            if self.calibrated and rng.random() < FOREIGN_CONFIDENCE_SHARE:
+                k, k_scored = int(rng.integers(low, high + 1)), False
             if rng.random() < self.probe_fraction:
                 yes = rng.random() < (self.success_chance(digits) if self.calibrated else k / 9)
                 prompt, target, scored = problem.probe_ids, [YES if yes else NO], [True]
@@ -213,7 +223,7 @@ class ConfidenceAdditionTask:
                     response = tool_response(problem.tool_result, [CONF0 + k])
                     target = [CALL, *response, *target]
                     scored = [True] + [False] * len(response) + scored
-                target, scored = [CONF0 + k, *target], [True, *scored]
+                target, scored = [CONF0 + k, *target], [k_scored, *scored]
             pad = self.max_length - len(prompt) - len(target)
             ids.append(prompt + target + [PAD] * pad)
             labels.append([-100] * len(prompt) + [t if keep else -100 for t, keep in

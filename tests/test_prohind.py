@@ -16,6 +16,7 @@ from data.confidence_tasks import (
     EOS,
     VOCAB_SIZE,
     WRONG,
+    ConfidenceAdditionTask,
     ConfidencePrompt,
     attempts,
     graded_prompts,
@@ -131,6 +132,19 @@ def test_miscalibration_modes_add_up_on_hand_made_arrays():
     threshold_errors = np.mean((p >= 0.5) != (y == 1))
     assert over + under == pytest.approx(threshold_errors)
     assert zero_variance_group_fraction(np.array([1, 1, 0, 1, 0, 0, 0, 0]), 4) == 0.5
+
+
+def test_a_calibrated_teacher_learns_only_calibrated_confidences_but_sees_every_one():
+    task = ConfidenceAdditionTask(4, 400, 0.02, (2, 9), tool_fraction=0.3, calibrated=True)
+    data = task.training_data(np.random.default_rng(0))
+    learned, seen = set(), set()
+    for ids, labels in zip(data["input_ids"], data["labels"], strict=True):
+        conf = [(i, t) for i, t in enumerate(ids) if CONF0 <= t < CONF0 + 10]
+        seen.update(t - CONF0 for _, t in conf)
+        learned.update(t - CONF0 for i, t in conf if labels[i] == t)
+    calibrated = {round(9 * task.success_chance(d)) for d in range(1, 5)}
+    assert learned == calibrated == {8, 9}
+    assert seen == set(range(2, 10))  # the student's range, in the context only
 
 
 def test_attempts_and_success_over_turns():
