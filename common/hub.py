@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlparse
+
+from common.errors import UserError
 
 
 def hub_is_offline() -> bool:
@@ -31,3 +34,29 @@ def why_unreachable() -> str | None:
     if hub_is_offline():
         return "offline mode is on (HF_HUB_OFFLINE=1)"
     return None if hub_reachable() else "the hub is unreachable"
+
+
+def is_cached(hub_id: str, repo_type: str = "model") -> bool:
+    """Whether a snapshot of ``hub_id`` is in the local Hugging Face cache."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+    from huggingface_hub.file_download import repo_folder_name
+
+    snapshots = (Path(HF_HUB_CACHE) / repo_folder_name(repo_id=hub_id, repo_type=repo_type)
+                 / "snapshots")
+    return snapshots.is_dir() and any(snapshots.iterdir())
+
+
+def check_models_cached(cfg) -> None:
+    """In offline mode, before the protocol's imports: every model the config names by hub id
+    (``source: hub`` under any top-level key: model, teacher, student, judge, ...) is a local
+    folder or in the local cache, else one line names the first that is not."""
+    if not hub_is_offline():
+        return
+    for key, node in cfg.items():
+        if not hasattr(node, "get") or node.get("source") != "hub" or not node.get("hub_id"):
+            continue
+        hub_id = str(node.hub_id)
+        if not Path(hub_id).exists() and not is_cached(hub_id):
+            raise UserError(f"model '{hub_id}' is not in the local Hugging Face cache and "
+                            f"{why_unreachable()}; download it once with network access (hf "
+                            f"download {hub_id}) or set {key}.hub_id to a local folder")

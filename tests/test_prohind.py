@@ -320,9 +320,10 @@ def test_real_model_path_composes_and_fails_offline_with_one_line(tmp_path):
     _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", "dataset=gsm8k"],
                             tmp_path / "run")
     assert "Qwen/Qwen3-4B" in failed["error"] and "\n" not in failed["error"]
-    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b"], tmp_path / "run2")
+    local = f"model.hub_id={tmp_path}"  # a folder: past the offline check, to the config's
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", local], tmp_path / "run2")
     assert "needs a text dataset" in failed["error"]
-    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", "dataset=gsm8k",
+    _, failed = run_failing(["+paper=prohind", "model=qwen3-4b", local, "dataset=gsm8k",
                              "method=ph_opd"], tmp_path / "run3")
     assert "+model@teacher=" in failed["error"]
     _, failed = run_failing(["+paper=prohind", "model=qwen3-1.7b", "+model@teacher=qwen3-8b",

@@ -424,6 +424,26 @@ def test_a_model_missing_offline_fails_within_seconds(monkeypatch):
         assert time.perf_counter() - start < 10
 
 
+def test_an_uncached_hub_model_fails_before_the_protocol_is_imported(tmp_path, monkeypatch):
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    from common.hub import check_models_cached
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = OmegaConf.create({"seed": 0, "model": {"source": "hub", "hub_id": str(tmp_path)},
+                            "teacher": {"source": "hub", "hub_id": "org/not-cached"},
+                            "dataset": {"source": "generated"}})
+    with pytest.raises(UserError, match="'org/not-cached' is not in the local Hugging Face "
+                                        "cache and offline mode is on.*teacher.hub_id"):
+        check_models_cached(cfg)
+    (Path(HF_HUB_CACHE) / "models--org--not-cached" / "snapshots" / "0abc").mkdir(parents=True)
+    check_models_cached(cfg)  # a local folder and a cached snapshot pass
+    for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(variable, "0")
+    cfg.teacher.hub_id = "org/other"
+    check_models_cached(cfg)  # online, the loader downloads what is missing
+
+
 def test_sigterm_writes_failed_json_and_exits_143(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "run.py", "+paper=ditherq",

@@ -23,7 +23,6 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +33,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
+from common.hub import check_models_cached
 from common.ranks import is_global_zero
 from experiments.claims import (
     NOT_APPLICABLE,
@@ -46,7 +46,7 @@ from experiments.claims import (
 )
 from experiments.claims.metrics import contract, declared_names, headline
 from experiments.runner.context import RunContext
-from experiments.runner.registry import load_protocol
+from experiments.runner.registry import check_paper, load_protocol
 from experiments.runner.results import (
     clean_metrics,
     config_hash,
@@ -68,7 +68,6 @@ class Job:
 
     key: str
     config_hash: str
-    protocol: Callable
     threads: int
     choices: dict[str, str]
     overrides: list[str]
@@ -174,10 +173,10 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     threads = thread_count(cfg.threads)
     ensure_writable(output_dir, f"output folder {output_dir}")
     ensure_writable(Path(cfg.paths.cache_dir), f"paths.cache_dir ({cfg.paths.cache_dir})")
-    protocol = load_protocol(key)
+    check_paper(key)
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith(("hydra/", "schema")) and v is not None}
-    return Job(key, cfg_hash, protocol, threads, choices, list(hydra_cfg.overrides.task),
+    return Job(key, cfg_hash, threads, choices, list(hydra_cfg.overrides.task),
                output_dir, hydra_cfg, hydra_cfg.mode == RunMode.MULTIRUN)
 
 
@@ -193,6 +192,8 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     if writes:
         (output_dir / "config_resolved.yaml").write_text(resolved)
     _print_header(cfg, job)
+    check_models_cached(cfg)  # one line within seconds, before the protocol's heavy imports
+    protocol = load_protocol(key)
 
     mirror = _start_wandb(cfg, job) if writes else None
     settings = OmegaConf.to_object(cfg)  # typed: dataclass instances, Enum members, resolved
@@ -202,7 +203,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat()
     try:
-        metrics = clean_metrics(job.protocol(settings, ctx))
+        metrics = clean_metrics(protocol(settings, ctx))
     except BaseException:
         if mirror is not None:
             mirror.finish(exit_code=1)
