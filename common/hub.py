@@ -36,6 +36,15 @@ def why_unreachable() -> str | None:
     return None if hub_reachable() else "the hub is unreachable"
 
 
+def not_cached(kind: str, hub_id: str, why: str, instead: str, download: str = "") -> UserError:
+    """The one line for a ``kind`` ('model', 'dataset') named by ``hub_id`` that is not in the
+    local cache while the hub cannot be asked (``why``): how to get it, or what to set
+    ``instead``."""
+    return UserError(f"{kind} '{hub_id}' is not in the local Hugging Face cache and {why}; "
+                     f"download it once with network access (hf download {hub_id}{download}) "
+                     f"or {instead}")
+
+
 def is_cached(hub_id: str, repo_type: str = "model") -> bool:
     """Whether a snapshot of ``hub_id`` is in the local Hugging Face cache."""
     from huggingface_hub.constants import HF_HUB_CACHE
@@ -57,6 +66,5 @@ def check_models_cached(cfg) -> None:
             continue
         hub_id = str(node.hub_id)
         if not Path(hub_id).exists() and not is_cached(hub_id):
-            raise UserError(f"model '{hub_id}' is not in the local Hugging Face cache and "
-                            f"{why_unreachable()}; download it once with network access (hf "
-                            f"download {hub_id}) or set {key}.hub_id to a local folder")
+            raise not_cached("model", hub_id, why_unreachable(),
+                             f"set {key}.hub_id to a local folder")

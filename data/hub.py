@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 
 from common.errors import UserError
-from common.hub import why_unreachable
+from common.hub import not_cached, why_unreachable
 
 
 @contextlib.contextmanager
@@ -42,9 +42,7 @@ def load_hub_dataset(hub_id: str, *args,
         pass
     why = why_unreachable()
     if why is not None:
-        raise UserError(f"dataset '{hub_id}' is not in the local Hugging Face cache and {why}; "
-                        f"download it once with network access (hf download {hub_id} "
-                        f"--repo-type dataset) or {instead}")
+        raise not_cached("dataset", hub_id, why, instead, " --repo-type dataset")
     try:
         return load_dataset(hub_id, *args, **kwargs)
     except Exception as err:  # noqa: BLE001 - the hub's answer, in one line

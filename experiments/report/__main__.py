@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         target.parent.mkdir(exist_ok=True)
         timing, _ = read_json(args.runs / "timing.json")
         earlier, _ = read_json(target)
-        since = (verdicts_at(args.since) if args.since
-                 else (earlier or {}).get("since") if isinstance(earlier, dict) else None)
+        kept = earlier.get("since") if isinstance(earlier, dict) else None
+        since = verdicts_at(args.since) if args.since else kept
         published = {"papers": json.loads((args.out / "summary.json").read_text()),
                      "timing": timing, "since": since}
         target.write_text(json.dumps(published, indent=1) + "\n")

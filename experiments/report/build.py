@@ -120,18 +120,18 @@ def sweep_verdict(key: str, claim: dict[str, Any]) -> Verdict:
     """A claim judged on a published sweep (``docs/sweeps/<key>_<sweep>.json``): holds when
     it holds in every configuration (each by the claim's rule over its seeds), contradicted
     when it is contradicted in one, inconclusive otherwise."""
-    name = claim["sweep"]
+    name, rule = claim["sweep"], claim.get("rule", "compare")
     record, error = read_json(SWEEPS / f"{key}_{name}.json")
     if record is None:
         return Verdict(NOT_RUN, f"the sweep {name} is not published (make sweep PAPER={key} "
-                       f"SWEEP={name}, then make summary PUBLISH={name})", rule=claim["rule"])
+                       f"SWEEP={name}, then make summary PUBLISH={name})", rule=rule)
     verdicts = [(", ".join(f"{k}={v}" for k, v in row["settings"].items()),
                  row["claims"].get(claim["id"], NOT_RUN)) for row in record["rows"]]
     words = [v for _, v in verdicts]
     verdict = (HOLDS if words and all(v == HOLDS for v in words) else
                CONTRADICTED if CONTRADICTED in words else INCONCLUSIVE)
     detail = "published sweep " + name + ": " + "; ".join(f"{s} {v}" for s, v in verdicts)
-    return Verdict(verdict, detail, rule=claim.get("rule", "compare"))
+    return Verdict(verdict, detail, rule=rule)
 
 
 def instance_pairs(text: str, runs: list[dict]) -> list[list[tuple[float, float]]] | None:

@@ -85,17 +85,18 @@ def main(argv: list[str] | None = None) -> int:
               else [p for p in args.papers.split(",") if p])
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
     code, start = 0, time.perf_counter()
+    pooled = {key for key in papers if has_worker_pool(key)}
     for seed, members in rounds(papers, seeds):
         # the presets are per paper: at scale=paper, one multirun per paper. At the default
         # scale the one-process papers share the cores (one job per core) and a paper with
         # its own worker pool runs alone: no core is shared by two processes.
         if args.scale == "cpu":
-            groups = [[k for k in members if not has_worker_pool(k)],
-                      [k for k in members if has_worker_pool(k)]]
+            groups = [[k for k in members if k not in pooled],
+                      [k for k in members if k in pooled]]
         else:
             groups = [[key] for key in members]
         for group in (g for g in groups if g):
-            jobs = 1 if args.scale == "cpu" and has_worker_pool(group[0]) else args.jobs
+            jobs = 1 if args.scale == "cpu" and group[0] in pooled else args.jobs
             command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
                        f"seed={seed}", f"hydra/launcher={args.launcher}",
                        f"hydra.sweep.dir={args.dir}",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common.cache import load_or_build
 from common.errors import UserError
-from common.hub import why_unreachable
+from common.hub import not_cached, why_unreachable
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -45,9 +45,7 @@ def load_by_name(path_or_id: str, load, kind: str = "model", setting: str = "mod
         pass
     why = why_unreachable()
     if why is not None:
-        raise UserError(f"{kind} '{path_or_id}' is not in the local Hugging Face cache and "
-                        f"{why}; download it once with network access (hf download "
-                        f"{path_or_id}) or set {setting} to a local folder")
+        raise not_cached(kind, path_or_id, why, f"set {setting} to a local folder")
     try:
         return load(False)
     except OSError as err:
