@@ -39,8 +39,9 @@ help:  ## list the targets
 	@echo "  variables: PAPER=<key> (default cfbeam), SWEEP=<name>, ARGS='key=value ...', CUDA=1"
 
 # Debian packages the project runs: bubblewrap (and libseccomp) isolate directsynth's generated
-# programs. Installed with apt-get when run as root; otherwise the line says what to install.
-SYSTEM_PACKAGES := bubblewrap libseccomp2
+# programs; strace measures the system calls its worker makes (the sandbox's allowlists).
+# Installed with apt-get when run as root; otherwise the line says what to install.
+SYSTEM_PACKAGES := bubblewrap libseccomp2 strace
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> [1/4] system packages: $(SYSTEM_PACKAGES)"

@@ -11,12 +11,14 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -390,10 +392,14 @@ def test_hostile_programs_are_contained():
     assert "Operation not permitted" in reasons["timer_answers_between_calls"]
     assert "protocol violation" in reasons["forge_result_then_raise"]
     # no writable file system and no extended attributes (kernel memory outside the limit),
-    # and the supervisor's limits, priority and affinity are out of the program's reach
+    # the supervisor's limits, priority and affinity are out of the program's reach, and
+    # the calls it made through raw system calls were refused: shared memory, SIGIO to the
+    # supervisor, pipes to splice memory into, inotify
     for name in ("sysv_shared_memory", "create_files_flood", "xattr_flood",
-                 "meddle_supervisor"):
+                 "meddle_supervisor", "sigio_supervisor", "vmsplice_huge_pages",
+                 "inotify_watches"):
         assert "ran, returned [0.0, 0.0]" == reasons[name], reasons[name]
+    assert "nondeterministic" in reasons["answers_differ"]
     assert "too slow" in reasons["slow_answers"]
     # a line the supervisor cannot parse, or one too long, voids the program
     for name in ("nested_result_line", "huge_result_line"):
@@ -438,6 +444,41 @@ def test_the_escape_detector_sees_escapes_past_the_python_guards(name):
     assert run_hostile_program(name, shipped_task("ferry", 1), sandbox="unsafe_process").escaped
 
 
+@pytest.mark.parametrize("name", ["sigio_supervisor", "vmsplice_huge_pages", "inotify_watches"])
+def test_the_escape_detector_sees_raw_system_calls_without_the_boundary(name):
+    """Without the allowlists the SIGIO program kills its supervisor, the vmsplice program
+    splices its memory into a pipe and the inotify program takes a watch, and the suite
+    says so."""
+    outcome = run_hostile_program(name, shipped_task("ferry", 1), sandbox="unsafe_process")
+    assert outcome.escaped, outcome.outcome
+
+
+def test_the_escape_detector_sees_a_program_whose_answers_differ(monkeypatch):
+    """Without the repeat in a fresh process, the counter's answers reach the caller."""
+    monkeypatch.setattr(SandboxedHeuristic, "confirm", lambda self, answers: None)
+    assert run_hostile_program("answers_differ", shipped_task("ferry", 1)).escaped
+
+
+def test_a_program_whose_answers_differ_is_void():
+    """A counter whose every answer is smaller than the ones before makes every explored state
+    look improving: without the repeat in a fresh process it would be accepted as direct on
+    every training task; with it the check voids the program and says why."""
+    program = HOSTILE["answers_differ"].format()
+    # tasks where the counter's falling answers pass the whole directness check
+    tasks = [shipped_task("ferry", 2), shipped_task("miconic", 1), shipped_task("miconic", 2)]
+    check = check_program(program, tasks, Limits(timeout=5.0))
+    assert check.error.startswith("nondeterministic: the program answered a state")
+    assert check.error_kind == "protocol violation"
+    assert check.tasks_passed == 0 and not check.accepted
+    rows = evaluate_on_test(program, tasks, Limits(timeout=5.0), 100, search=False)
+    assert all(r["verdict"].startswith("nondeterministic") for r in rows)
+    # the same check with the repeat switched off is fooled
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SandboxedHeuristic, "confirm", lambda self, answers: None)
+        fooled = check_program(program, tasks, Limits(timeout=5.0))
+    assert fooled.accepted and fooled.tasks_passed == 3
+
+
 @pytest.mark.parametrize("name", ["create_files_flood", "meddle_supervisor"])
 def test_the_escape_detector_sees_floods_and_meddling_without_the_boundary(name):
     """Without the boundary the file flood fills the worker's scratch folder and the child
@@ -473,8 +514,7 @@ def test_a_program_just_inside_the_limit_is_stopped_by_its_budget(tmp_path):
 
     task = chain_task(tmp_path, 40)
     program = _UNGUARD + ("def heuristic(state, task):\n"
-                          "    sys = _unguard()\n"
-                          "    sys.modules['importlib'].import_module('time').sleep(0.9)\n"
+                          "    _pause(0.9)\n"
                           "    (at,) = [a for a in state if a[0] == 'at']\n"
                           "    return 40 - int(at[1][1:])\n")
     limits = Limits(timeout=1.0)
@@ -489,8 +529,7 @@ def test_a_program_just_inside_the_limit_is_stopped_by_its_budget(tmp_path):
     assert not check.accepted and check.outcome.startswith("too slow")
     # the same heuristic without the sleep climbs the chain: the budget, not the program,
     # stopped it
-    honest = program.replace("    sys.modules['importlib'].import_module('time').sleep(0.9)\n",
-                             "")
+    honest = program.replace("    _pause(0.9)\n", "")
     assert run_over_tasks(honest, [task], limits,
                           lambda t, h: climbs.append(hill_climb(t, h, 100)) or False).kind == ""
     assert climbs[-1].solved and len(climbs[-1].plan) == 40
@@ -522,13 +561,33 @@ def checked(result):
         raise OSError(ctypes.get_errno(), "refused")
 target = lambda name: os.path.join(folder, name)
 libc = ctypes.CDLL(None, use_errno=True)
+def mapping(prot):
+    libc.mmap.restype = ctypes.c_void_p
+    address = libc.mmap(None, 1 << 22, prot, 0x22, -1, 0)  # MAP_PRIVATE | MAP_ANONYMOUS
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "refused")
+    return address
+def huge_page():
+    address = (mapping(3) + (1 << 21) - 1) >> 21 << 21
+    checked(libc.madvise(ctypes.c_void_p(address), 1 << 21, 14))  # MADV_HUGEPAGE
+F_GETFL, F_SETFL, F_SETOWN, F_SETSIG, F_SETPIPE_SZ, O_ASYNC = 3, 4, 8, 10, 1031, 0o20000
+pipe = os.pipe()
 before = {"fork_in_supervisor": attempt(lambda: os.waitpid(os.fork() or os._exit(0), 0)),
           "shmget": attempt(lambda: checked(libc.shmget(0, 1 << 20, 0o1600) < 0)),
-          "msgget": attempt(lambda: checked(libc.msgget(0, 0o1600) < 0))}
+          "msgget": attempt(lambda: checked(libc.msgget(0, 0o1600) < 0)),
+          "inotify_init1": attempt(lambda: checked(libc.inotify_init1(0) < 0)),
+          "vmsplice": attempt(lambda: checked(libc.vmsplice(pipe[1], None, 0, 0) < 0)),
+          "fcntl_setown": attempt(lambda: checked(libc.fcntl(pipe[0], F_SETOWN, 1))),
+          "prlimit_self": attempt(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)),
+          "proc_mountinfo": attempt(lambda: open("/proc/self/mountinfo").read()),
+          "host_root": sorted(os.listdir("/")), "uid": os.getuid()}
 sys.path.insert(0, "/opt/worker")
-from sandbox_worker import _install_filter
+from sandbox_worker import _disable_huge_pages, _install_filter
+_disable_huge_pages()
+before["huge_pages_disabled"] = libc.prctl(42, 0, 0, 0, 0)  # PR_GET_THP_DISABLE
 with os.fdopen(child_filter, "rb") as handle:
-    _install_filter(handle.read())
+    program = handle.read()
+_install_filter(program)
 results = {
     "read_host_file": attempt(lambda: open(target("secret.txt")).read()),
     "write_host": attempt(lambda: open(target("written"), "w").write("x")),
@@ -553,14 +612,25 @@ results = {
     "kill_all": attempt(lambda: os.kill(-1, 9)),
     "signal_handler": attempt(lambda: signal.signal(signal.SIGALRM, lambda *a: None)),
     "timer": attempt(lambda: signal.setitimer(signal.ITIMER_REAL, 10.0)),
-    "proc_mountinfo": attempt(lambda: open("/proc/self/mountinfo").read()),
     "proc_self_mem": attempt(lambda: open("/proc/self/mem", "r+b").close()),
+    # the calls the allowlist leaves out: SIGIO to the supervisor, spliced or huge-page
+    # memory, pipes, inotify, executable memory, any fcntl, prctl or file open
+    "fcntl_setown": attempt(lambda: checked(libc.fcntl(pipe[0], F_SETOWN, os.getppid()))),
+    "fcntl_setsig": attempt(lambda: checked(libc.fcntl(pipe[0], F_SETSIG, 9))),
+    "fcntl_async": attempt(lambda: checked(libc.fcntl(pipe[0], F_SETFL, O_ASYNC))),
+    "fcntl_getfl": attempt(lambda: checked(libc.fcntl(pipe[0], F_GETFL) < 0)),
+    "fcntl_pipe_size": attempt(lambda: checked(libc.fcntl(pipe[1], F_SETPIPE_SZ, 1 << 20) < 0)),
+    "vmsplice": attempt(lambda: checked(libc.vmsplice(pipe[1], None, 0, 0) < 0)),
+    "pipe": attempt(lambda: os.pipe()),
+    "inotify_init1": attempt(lambda: checked(libc.inotify_init1(0) < 0)),
+    "madvise_hugepage": attempt(huge_page),
+    "mmap_exec": attempt(lambda: mapping(7)),
+    "prctl_thp_enable": attempt(lambda: checked(libc.prctl(41, 0, 0, 0, 0))),
+    "open_read_only": attempt(lambda: os.close(os.open("/usr", os.O_RDONLY))),
+    "dup": attempt(lambda: os.dup(pipe[0])),
 }
+results["anonymous_memory"] = attempt(lambda: mapping(3))  # what a program needs
 results["before_child_filter"] = before
-results["prlimit_self"] = attempt(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
-results["read_only_mounts"] = [bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in ("/", "/dev")]
-results["uid"] = os.getuid()
-results["host_root"] = sorted(os.listdir("/"))
 print(json.dumps(results))
 """
 
@@ -598,18 +668,179 @@ def test_the_boundary_alone_contains_unguarded_code(tmp_path):
         server.accept()
     server.close()
     results = json.loads(done.stdout or done.stderr)
-    assert results.pop("uid") == 65534
-    assert results.pop("prlimit_self") == "succeeded"
-    assert results.pop("read_only_mounts") == [True, True]  # the file-system layer itself
-    assert results.pop("before_child_filter") == {"fork_in_supervisor": "succeeded",
-                                                  "shmget": "PermissionError",
-                                                  "msgget": "PermissionError"}
-    assert set(results.pop("host_root")) <= {"bin", "dev", "lib", "lib32", "lib64", "opt",
-                                              "sbin", "tmp", "usr"}
+    assert results.pop("anonymous_memory") == "succeeded"
+    before = results.pop("before_child_filter")
+    assert before.pop("uid") == 65534
+    assert set(before.pop("host_root")) <= {"bin", "dev", "lib", "lib32", "lib64", "opt",
+                                             "sbin", "tmp", "usr"}
+    assert before.pop("huge_pages_disabled") == 1
+    # the supervisor may fork and read its own limits; bubblewrap's allowlist refuses the
+    # rest to it too; there is no /proc
+    assert before == {"fork_in_supervisor": "succeeded", "prlimit_self": "succeeded",
+                      "shmget": "PermissionError", "msgget": "PermissionError",
+                      "inotify_init1": "PermissionError", "vmsplice": "PermissionError",
+                      "fcntl_setown": "PermissionError", "proc_mountinfo": "FileNotFoundError"}
     assert {k: v for k, v in results.items() if v == "succeeded"} == {}
-    assert results["proc_mountinfo"] == "FileNotFoundError"
+    # refused by the child's allowlist itself (EPERM), not failing for another reason
+    for name in ("fcntl_setown", "fcntl_setsig", "fcntl_async", "fcntl_getfl",
+                 "fcntl_pipe_size", "vmsplice", "pipe", "inotify_init1", "madvise_hugepage",
+                 "mmap_exec", "prctl_thp_enable", "open_read_only", "dup", "kill_victim",
+                 "signal_handler", "read_host_file"):
+        assert results[name] == "PermissionError", (name, results[name])
+    assert results["timer"] == "itimer_error"  # signal.ItimerError, raised on EPERM
     assert alive and sorted(p.name for p in folder.iterdir()) == ["secret.txt"]
     assert os.stat(folder / "secret.txt").st_mtime == 1e9
+
+
+def test_the_file_system_layer_alone_is_read_only(tmp_path, monkeypatch):
+    """With both filters allowing every call, the mounts themselves hold: the root and /dev
+    are read-only, there is no /tmp and no /proc."""
+    from methods.directsynth import isolation
+
+    build_filter = isolation._seccomp_file
+    monkeypatch.setattr(isolation, "_seccomp_file", lambda allowed, arguments=(): build_filter(
+        allowed, arguments, default="allow"))
+    launch = isolation.worker_launch([], "bwrap", str(tmp_path))
+    script = len(launch.argv) - 1 - launch.argv[::-1].index("/opt/worker/sandbox_worker.py")
+    launch.argv[script:script + 1] = ["-c", (
+        "import json, os\n"
+        "print(json.dumps([bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in ('/', '/dev')]"
+        " + [os.path.exists(p) for p in ('/tmp', '/proc/self')]))")]
+    try:
+        done = subprocess.run(launch.argv, capture_output=True, text=True, timeout=60,
+                              pass_fds=launch.pass_fds, cwd=launch.cwd)
+    finally:
+        launch.started()
+    assert json.loads(done.stdout) == [True, True, False, False], done.stderr
+
+
+MEASURED_SYSCALLS = Path(__file__).parent / "data" / "directsynth_syscalls.json"
+# the calls the denylist of the previous design refused; none is on either allowlist now
+FORMERLY_DENIED = (
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "mknod",
+    "mknodat", "link", "linkat", "symlink", "symlinkat", "rename", "renameat", "renameat2",
+    "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat", "chown",
+    "fchown", "lchown", "fchownat", "utime", "utimes", "utimensat", "futimesat", "truncate",
+    "ftruncate", "fallocate", "creat", "openat2", "setxattr", "lsetxattr", "fsetxattr",
+    "removexattr", "lremovexattr", "fremovexattr", "memfd_create", "memfd_secret", "shmget",
+    "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "ptrace",
+    "process_vm_readv", "process_vm_writev", "process_madvise", "mount", "umount2",
+    "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key", "request_key", "bpf",
+    "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "personality", "syslog", "kcmp", "sched_setaffinity", "sched_setscheduler",
+    "sched_setparam", "sched_setattr", "migrate_pages", "move_pages", "setpriority",
+    "ioprio_set",
+    # and the calls round 4 found unlisted
+    "vmsplice", "splice", "tee", "inotify_init", "inotify_init1", "inotify_add_watch",
+    "fanotify_init", "madvise",
+)
+# the child's extra refusals of the previous design
+FORMERLY_DENIED_IN_CHILD = (
+    "fork", "vfork", "clone", "clone3", "execve", "execveat", "setitimer", "alarm",
+    "timer_create", "timer_settime", "timerfd_create", "timerfd_settime", "rt_sigaction",
+    "sigaltstack", "signalfd", "signalfd4", "dup", "dup2", "dup3", "fcntl", "prctl", "pipe",
+    "pipe2", "openat", "open", "close", "mprotect", "prlimit64", "ioctl",
+)
+
+
+def test_the_allowlists_are_the_measured_calls():
+    """Both allowlists are the calls measured while legitimate programs of every domain ran
+    (syscall_trace.py, the committed fixture), nothing more: each measured call is allowed,
+    with the argument values measured for the calls checked by argument, or refused on purpose
+    with a reason; every other allowed name stands in for a measured call."""
+    from methods.directsynth import isolation as iso
+
+    measured = json.loads(MEASURED_SYSCALLS.read_text())
+    by_argument = {name for name, _ in iso.SANDBOX_ARGUMENTS}
+    assert set(measured["sandbox"]) == (set(iso.SANDBOX_ALLOWED) | by_argument
+                                        | set(iso.SANDBOX_REFUSED))
+    assert not set(iso.SANDBOX_ALLOWED) & set(iso.SANDBOX_REFUSED)
+    assert set(iso.SANDBOX_EQUIVALENTS.values()) <= set(measured["sandbox"])
+    for call, table in (("fcntl", iso.FCNTL), ("ioctl", iso.IOCTL), ("prctl", iso.PRCTL)):
+        assert set(measured["sandbox"][call]) == set(table), call
+    assert set(measured["child"]) == set(iso.CHILD_ALLOWED) | {
+        name for name, _ in iso.CHILD_ARGUMENTS}
+    assert measured["child"]["mmap"] == ["PROT_READ|PROT_WRITE"]  # never executable
+    # the previous design's refusals stay refused
+    sandbox = set(iso.SANDBOX_ALLOWED) | by_argument | set(iso.SANDBOX_EQUIVALENTS)
+    assert not sandbox & set(FORMERLY_DENIED)
+    child = set(iso.CHILD_ALLOWED) | {name for name, _ in iso.CHILD_ARGUMENTS}
+    assert not child & (set(FORMERLY_DENIED) | set(FORMERLY_DENIED_IN_CHILD))
+
+
+def test_the_trace_parser_separates_the_sandbox_from_the_child():
+    from methods.directsynth.syscall_trace import parse_trace
+
+    trace = "\n".join([
+        "10  socket(AF_UNIX, SOCK_DGRAM, 0) = 3",  # bubblewrap before its filter
+        "11  prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, {len=1}) = 0",
+        "11  execve(\"/usr/bin/setpriv\", [...]) = 0",
+        "11  execve(\"/opt/python/bin/python3.11\", [...]) = 0",
+        "11  fcntl(4, F_GETFD)                 = 0x1 (flags FD_CLOEXEC)",
+        "12  read(5, \"\"..., 4096) = 10",  # a child of the supervisor, before its filter
+        "12  prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, {len=2} <unfinished ...>",
+        "12  <... prctl resumed>) = 0",
+        "12  mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f",
+        "12  write(8, \"\"..., 23) = 23",
+        "12  +++ exited with 0 +++",
+    ])
+    calls = parse_trace(trace)
+    assert calls["child"] == {"mmap": ["PROT_READ|PROT_WRITE"], "write": []}
+    assert calls["sandbox"] == {"execve": [], "fcntl": ["F_GETFD"], "prctl": ["PR_SET_SECCOMP"],
+                                "mmap": ["PROT_READ|PROT_WRITE"], "read": [], "write": []}
+
+
+@pytest.mark.parametrize("domain", IPC2023_DOMAINS)
+def test_legitimate_programs_of_every_domain_run_under_the_allowlists(domain):
+    """Every feature of the domain, summed in one program, on the first 300 states of its
+    first training task: the sandbox's values equal the same program's in this process."""
+    from methods.directsynth.syscall_trace import legitimate_programs, sample_states
+
+    first = sorted((SHIPPED / domain / "training" / "easy").glob("*.pddl"))[0]
+    task = ground(SHIPPED / domain / "domain.pddl", first)
+    states = sample_states(task, 300)
+    program = legitimate_programs(task)["sum"]
+    with SandboxedHeuristic(program, timeout=60.0) as h:
+        h.set_task(task)
+        values = h(states)
+        h.confirm(dict(zip(states, values, strict=True)))
+        h.end_task()
+    assert values == in_process(program, task)(states)
+
+
+@pytest.mark.slow
+def test_the_calls_measured_on_this_machine_are_allowed():
+    """The trace run again here (strace): every call the worker makes on this machine is on
+    the allowlists, and each error path a program can take is reported, not refused."""
+    from methods.directsynth import isolation as iso
+    from methods.directsynth.syscall_trace import trace
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (make install installs it as root)")
+    here = trace(IPC2023_DOMAINS, states_per_task=100)
+    assert set(here["sandbox"]) <= (set(iso.SANDBOX_ALLOWED) | set(iso.SANDBOX_EQUIVALENTS)
+                                    | {name for name, _ in iso.SANDBOX_ARGUMENTS}
+                                    | set(iso.SANDBOX_REFUSED))
+    assert set(here["child"]) <= set(iso.CHILD_ALLOWED) | {n for n, _ in iso.CHILD_ARGUMENTS}
+    for call, table in (("fcntl", iso.FCNTL), ("ioctl", iso.IOCTL), ("prctl", iso.PRCTL)):
+        assert set(here["sandbox"].get(call, [])) <= set(table), call
+
+
+def test_the_error_paths_of_a_program_are_reported_under_the_allowlists():
+    task = shipped_task("ferry", 1)
+    from methods.directsynth.syscall_trace import legitimate_programs
+
+    programs = legitimate_programs(task)
+    expected = {"raises": "ValueError: no", "invalid": "invalid value",
+                "memory_error": "MemoryError", "syntax_error": "SyntaxError"}
+    for name, message in expected.items():
+        with pytest.raises(ProgramError, match=message):
+            with SandboxedHeuristic(programs[name], timeout=30.0) as h:
+                h.set_task(task)
+                h([task.init])
 
 
 def test_a_missing_bubblewrap_is_one_line_with_the_install_command(monkeypatch):

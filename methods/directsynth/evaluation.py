@@ -27,6 +27,7 @@ def evaluate_on_test(program: str, tasks, limits: Limits, max_steps: int,
 
     def step(task, h) -> bool:
         direct = check_direct(task, h, limits.max_states)
+        h.confirm(direct.evidence)  # the verdict's values, again in a fresh process
         climb = hill_climb(task, h, max_steps)
         solved = search and gbfs(task, h, limits.max_expansions).solved
         cex = direct.counterexample

@@ -8,11 +8,15 @@ write ``/proc/self/mem``, open a network connection, allocate huge memory, recur
 end, kill its own worker, signal another process, forge protocol replies on any inherited
 descriptor, fill kernel memory with files or extended attributes, change its supervisor's
 limits or scheduling, answer every request just inside the time limit, or break its result
-stream with a line the supervisor cannot parse or a line too long to read in time. A program
+stream with a line the supervisor cannot parse or a line too long to read in time, signal its
+supervisor through SIGIO, pin memory in a pipe with ``vmsplice`` (on transparent huge pages),
+take inotify watches, or answer the same state differently on repeated calls. A program
 *escapes* when its side effect happens: the marker file exists, the host file's timestamp
 changed, the victim process died, the listening socket received a connection, a forged value
-(anything but 0) reached the caller, it ran past its time budget, or a program that broke
-its result stream was not voided (:data:`MUST_VOID`).
+(anything but 0) reached the caller, a program reported its side effect with its value
+(:data:`REPORTS_SIDE_EFFECT`), the supervisor died or stalled, it ran past its time budget,
+or a program that broke its result stream or answered a state differently was not voided
+(:data:`MUST_VOID`).
 """
 
 from __future__ import annotations
@@ -47,7 +51,36 @@ _UNGUARD = _INTROSPECT + """def _unguard():
     sys = _globals_with('sys')['sys']
     sys.modules['__main__'].BLOCKED_EVENTS = ()
     return sys
+def _pause(seconds):
+    clock = _unguard().modules['importlib'].import_module('time').perf_counter
+    end = clock() + seconds
+    while clock() < end:
+        pass
 """
+
+# Any system call by number, through the C extension ctypes leaves loaded (the ``ctypes``
+# package itself cannot be imported again: no file can be opened); returns (result, errno).
+_SYSCALL = _UNGUARD + """def _syscall(number, *args):
+    c = _unguard().modules['_ctypes']
+    class Long(c._SimpleCData):
+        _type_ = 'l'
+    class Function(c.CFuncPtr):
+        _flags_ = c.FUNCFLAG_CDECL | c.FUNCFLAG_USE_ERRNO
+        _restype_ = Long
+    call = Function(c.dlsym(c.dlopen(None, 0), 'syscall'))
+    c.set_errno(0)
+    result = call(Long(number), *(a if isinstance(a, c._SimpleCData) else Long(a)
+                                  for a in args))
+    return result, c.get_errno()
+def _cstring(text):
+    class String(_unguard().modules['_ctypes']._SimpleCData):
+        _type_ = 'z'
+    return String(text)
+"""
+# x86-64 call numbers (the suite runs where the project is tested)
+_NR = {"fcntl": 72, "getppid": 110, "mmap": 9, "munmap": 11, "madvise": 28, "pipe2": 293,
+       "vmsplice": 278, "inotify_init1": 294, "inotify_add_watch": 254, "shmget": 29,
+       "shmat": 30, "shmdt": 67}
 
 HOSTILE = {
     "infinite_loop": "def heuristic(state, task):\n    while True:\n        pass\n",
@@ -126,21 +159,21 @@ HOSTILE = {
                          "    return 0\n",
     # System V shared memory is not counted in the address-space limit: hold 768 MiB in six
     # segments, mapping one at a time, and report whether more than the 512 MB limit was held
-    "sysv_shared_memory": _UNGUARD + "def heuristic(state, task):\n"
-                          "    sys = _unguard()\n"
-                          "    ctypes = sys.modules['importlib'].import_module('ctypes')\n"
-                          "    libc = ctypes.CDLL(None)\n"
-                          "    libc.shmat.restype = ctypes.c_void_p\n"
+    "sysv_shared_memory": _SYSCALL + "def heuristic(state, task):\n"
+                          "    c = _unguard().modules['_ctypes']\n"
+                          "    class Long(c._SimpleCData):\n"
+                          "        _type_ = 'l'\n"
                           "    size, held = 128 * 2 ** 20, 0\n"
                           "    for _ in range(6):\n"
-                          "        ident = libc.shmget(0, ctypes.c_size_t(size), 0o1600)\n"
+                          f"        ident = _syscall({_NR['shmget']}, 0, size, 0o1600)[0]\n"
                           "        if ident < 0:\n"
                           "            break\n"
-                          "        address = libc.shmat(ident, None, 0)\n"
-                          "        if address in (None, ctypes.c_void_p(-1).value):\n"
+                          f"        address = _syscall({_NR['shmat']}, ident, 0, 0)[0]\n"
+                          "        if address in (-1, 0):\n"
                           "            break\n"
-                          "        ctypes.memset(address, 1, size)\n"
-                          "        libc.shmdt(ctypes.c_void_p(address))\n"
+                          "        for offset in range(0, size, 4096):\n"
+                          "            Long.from_address(address + offset).value = 1\n"
+                          f"        _syscall({_NR['shmdt']}, address)\n"
                           "        held += size\n"
                           "    return 1 if held > 512 * 2 ** 20 else 0\n",
     # find the live request (its id) and the reply channel in the callers' frames, answer
@@ -167,8 +200,7 @@ HOSTILE = {
                            "            except Exception as err:\n"
                            "                if str(err) == 'forged':\n"
                            "                    # let the caller take the forged line first\n"
-                           "                    _load = sys.modules['importlib'].import_module\n"
-                           "                    _load('time').sleep(0.3)\n"
+                           "                    _pause(0.3)\n"
                            "                    raise\n"
                            "    raise RuntimeError('the real answer is an error')\n",
     # the same against the program's own result pipe: a result line with the live job's
@@ -188,7 +220,7 @@ HOSTILE = {
                                "            os.write(fd, line.encode())\n"
                                "        except OSError:\n"
                                "            pass\n"
-                               "    time.sleep(0.3)\n"
+                               "    _pause(0.3)\n"
                                "    raise RuntimeError('the real answer is an error')\n",
     # kernel memory outside the address-space limit: empty files (inodes) wherever one can be
     # made, the working folder first; returns 1 once more than 4 MiB of it (about 1.2 KiB an
@@ -254,7 +286,7 @@ HOSTILE = {
     # every request answered correctly, each just inside the per-request limit
     "slow_answers": _UNGUARD + "def heuristic(state, task):\n"
                     "    sys = _unguard()\n"
-                    "    sys.modules['importlib'].import_module('time').sleep({pause})\n"
+                    "    _pause({pause})\n"
                     "    return 0\n",
     # a result line of 100,000 nested lists, a pause so the supervisor takes it, then a raise:
     # the supervisor's parser gives up (RecursionError), which must void the program like any
@@ -268,7 +300,7 @@ HOSTILE = {
                           "            os.write(fd, line)\n"
                           "        except OSError:\n"
                           "            pass\n"
-                          "    sys.modules['importlib'].import_module('time').sleep(0.3)\n"
+                          "    _pause(0.3)\n"
                           "    raise RuntimeError('the real answer is an error')\n",
     # 96 MiB without a newline on the result pipe
     "huge_result_line": _UNGUARD + "def heuristic(state, task):\n"
@@ -286,7 +318,7 @@ HOSTILE = {
     # worker waiting) and answer every later request from a SIGALRM handler, with the right id
     "timer_answers_between_calls": _UNGUARD + "sys = _unguard()\n"
         "_load = sys.modules['importlib'].import_module\n"
-        "os, signal, json, select = (_load(m) for m in ('os', 'signal', 'json', 'select'))\n"
+        "os, signal, json = (_load(m) for m in ('os', '_signal', 'json'))\n"
         "signal.signal(signal.SIGALRM, lambda signum, frame: _answer())\n"
         "signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)\n"
         "_ends = {{}}\n"
@@ -300,6 +332,7 @@ HOSTILE = {
         "os.dup2(os.pipe()[0], _ends['in'])\n"
         "_pending = [b'']\n"
         "def _answer():\n"
+        "    select = _load('select')\n"
         "    while select.select([_requests], [], [], 0)[0]:\n"
         "        chunk = os.read(_requests, 1 << 20)\n"
         "        if not chunk:\n"
@@ -314,11 +347,64 @@ HOSTILE = {
         "            os.write(_ends['out'], (json.dumps(reply) + '\\n').encode())\n"
         "def heuristic(state, task):\n"
         "    raise RuntimeError('never answers by itself')\n",
+    # SIGIO to the supervisor: every descriptor owned by the parent, its signal SIGKILL and
+    # O_ASYNC set, so the supervisor's next job line would kill it (the same uid may signal)
+    "sigio_supervisor": _SYSCALL + "def heuristic(state, task):\n"
+                        f"    parent = _syscall({_NR['getppid']})[0]\n"
+                        "    for fd in range(16):\n"
+                        f"        _syscall({_NR['fcntl']}, fd, 8, parent)\n"  # F_SETOWN
+                        f"        _syscall({_NR['fcntl']}, fd, 10, 9)\n"  # F_SETSIG, SIGKILL
+                        f"        flags = _syscall({_NR['fcntl']}, fd, 3, 0)[0]\n"  # F_GETFL
+                        "        if flags >= 0:\n"
+                        f"            _syscall({_NR['fcntl']}, fd, 4, flags | 0o20000)\n"
+                        "    return 0\n",
+    # memory outside the address-space limit: a page marked for transparent huge pages,
+    # spliced into a pipe of the program's own, stays pinned (its whole 2 MiB) after munmap;
+    # returns 1 when a page was spliced
+    "vmsplice_huge_pages": _SYSCALL + "def heuristic(state, task):\n"
+                           "    c = _unguard().modules['_ctypes']\n"
+                           "    class Long(c._SimpleCData):\n"
+                           "        _type_ = 'l'\n"
+                           "    size = 4 * 2 ** 20\n"
+                           f"    base = _syscall({_NR['mmap']}, 0, size, 3, 0x22, -1, 0)[0]\n"
+                           "    if base in (-1, 0):\n"
+                           "        return 0\n"
+                           "    page = (base + 2 ** 21 - 1) // 2 ** 21 * 2 ** 21\n"
+                           f"    _syscall({_NR['madvise']}, page, 2 ** 21, 14)\n"  # HUGEPAGE
+                           "    Long.from_address(page).value = 1\n"
+                           f"    if _syscall({_NR['pipe2']}, base, 0)[0] != 0:\n"
+                           "        return 0\n"
+                           "    write_end = Long.from_address(base).value >> 32\n"
+                           "    Long.from_address(base + 16).value = page\n"
+                           "    Long.from_address(base + 24).value = 4096\n"
+                           f"    spliced = _syscall({_NR['vmsplice']}, write_end, base + 16, 1,"
+                           " 0)[0]\n"
+                           f"    _syscall({_NR['munmap']}, base, size)\n"
+                           "    return 1 if spliced > 0 else 0\n",
+    # inotify watches are a host-wide quota of the uid (and pin kernel memory): returns 1
+    # when a watch was added
+    "inotify_watches": _SYSCALL + "def heuristic(state, task):\n"
+                       f"    fd = _syscall({_NR['inotify_init1']}, 0)[0]\n"
+                       "    if fd < 0:\n"
+                       "        return 0\n"
+                       f"    watch = _syscall({_NR['inotify_add_watch']}, fd, _cstring(b'/'),"
+                       " 0x100)[0]\n"
+                       "    return 1 if watch >= 0 else 0\n",
+    # a value that depends on how often the program was asked, not on the state: each answer
+    # smaller than the ones before, so every explored state would look improving
+    "answers_differ": "_asked = [0]\n"
+                      "def heuristic(state, task):\n"
+                      "    _asked[0] += 1\n"
+                      "    return 1000.0 / _asked[0]\n",
 }
 
 
 # Programs that break their result stream: whatever they answered must be voided.
-MUST_VOID = ("forge_result_then_raise", "nested_result_line", "huge_result_line")
+MUST_VOID = ("forge_result_then_raise", "nested_result_line", "huge_result_line",
+             "answers_differ")
+# Programs whose value (1, or a count) says that their side effect happened on the host.
+REPORTS_SIDE_EFFECT = ("sysv_shared_memory", "create_files_flood", "xattr_flood",
+                       "meddle_supervisor", "vmsplice_huge_pages", "inotify_watches")
 REQUESTS = 8  # requests per program (stopping at the first error)
 SLOW_FRACTION = 0.9  # slow_answers answers each request after this share of the limit
 
@@ -359,15 +445,20 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
                                        victim_file=str(victim_file), victim_pid=victim.pid,
                                        pause=SLOW_FRACTION * timeout)
         start = time.perf_counter()
-        voided = False
+        voided, returned = False, []
         try:  # as run_over_tasks: values count once the task's run ended without error
             with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox,
                                     task_budget=budget,
                                     run_budget=Limits().run_budget * timeout) as h:
                 h.set_task(task)
-                values = [v for _ in range(REQUESTS) for v in h([task.init])]
+                for _ in range(REQUESTS):
+                    returned += h([task.init])
+                values = returned
+                h.confirm({task.init: values[-1]})  # as the directness check's evidence
                 h.end_task()
-            outcome, forged = f"ran, returned {values[:2]}", any(v != 0 for v in values)
+            outcome = f"ran, returned {values[:2]}"
+            # a value other than 0 is forged; a program that must be voided was not
+            forged = any(v != 0 for v in values) and name not in MUST_VOID
         except ProgramError as err:
             outcome, forged = f"contained: {err}", False
             voided = isinstance(err, ProtocolViolation)
@@ -383,6 +474,11 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
         victim.wait()
         touched = os.stat(victim_file).st_mtime != 1e9
         kept = name in MUST_VOID and not voided
+        # the supervisor itself died or stalled: something of the program's reached it
+        harmed = any(text in outcome for text in ("the worker died", "worker is not running",
+                                                   "timeout"))
+        # a side effect the program reports with its value happened, even if it then failed
+        reported = name in REPORTS_SIDE_EFFECT and any(v != 0 for v in returned)
         escaped = (os.path.lexists(marker) or connected or forged or killed or touched
-                   or overran or kept)
+                   or overran or kept or reported or (harmed and name != "infinite_loop"))
         return HostileOutcome(name, escaped, outcome)

@@ -14,28 +14,38 @@ inside bubblewrap with:
 - an unprivileged uid (65534, nobody) with no capabilities and ``no_new_privs``: as root the
   worker's uid is changed by ``setpriv`` (so it is nobody outside the sandbox too), as any
   other user a user namespace maps it;
-- two seccomp filters (libseccomp through ``pyseccomp``) that refuse with EPERM the system
-  calls a heuristic never needs. The first, for every process of the sandbox
-  (:data:`DENIED_SYSCALLS`, :data:`DENIED_FLAGS`, :data:`SELF_ONLY`): sockets, file creation
-  and every file-system change (``open`` with ``O_CREAT`` or ``O_TMPFILE``, ``openat2``,
-  ``mknod``, ``link``, ``rename``, ``chmod``, ``utime``, ``fallocate``, the ``setxattr``
-  family ...), signals to other processes, ``ptrace``, namespaces, ``bpf``, ``io_uring``,
-  ``syslog``, memory that the address-space limit does not count (System V shared memory,
-  message queues and semaphores, POSIX message queues, ``memfd_create``), and the calls that
-  change another process's limits, priority, scheduling or memory placement (``prlimit64``,
-  ``setpriority``, ``sched_set*``, ``ioprio_set``, ``migrate_pages``, ``move_pages``) unless
-  they name the calling process itself, and ``kcmp``: the program's process and its
-  supervisor run as the same user, so without this the program could lower the
-  supervisor's limits. The second, which the worker's supervisor installs in each child that
-  runs the program (:data:`CHILD_DENIED_SYSCALLS`), adds process and thread creation, timers,
-  signal handlers and descriptor duplication: the program's code runs only while the child
-  answers a request, and its result pipe stays the one the supervisor reads.
+- two seccomp filters (libseccomp through ``pyseccomp``), both allowlists: a call that is
+  not listed is refused with EPERM, so a call nobody thought of is refused too. The lists
+  are measured, not remembered: :mod:`~methods.directsynth.syscall_trace` runs legitimate
+  programs of every shipped domain under ``strace`` and the committed result is a test
+  fixture. The first filter, for every process of the sandbox (:data:`SANDBOX_ALLOWED`,
+  :data:`SANDBOX_ARGUMENTS`, :data:`SANDBOX_EQUIVALENTS`), admits what the uid change, the
+  interpreter's start and the supervisor need (about 45 calls), files opened but never
+  created, executable memory only from files, limits of the calling process only, and the
+  measured ``fcntl``, ``ioctl`` and ``prctl`` commands. The second, which the supervisor
+  installs in each child before the program's text runs (:data:`CHILD_ALLOWED`), admits
+  seven: ``read`` and ``write`` on the child's two pipes, ``brk``, ``mmap`` (never
+  executable), ``mremap`` and ``munmap`` for its memory, and ``exit_group``. The program
+  therefore cannot open a file (nor import a module that is not loaded already), make a pipe,
+  change a descriptor (no ``fcntl``: no SIGIO owner or signal, no ``O_ASYNC``, no pipe
+  size), splice memory (``vmsplice``), advise memory (``madvise``: no huge pages), watch
+  files (``inotify``), signal, fork, sleep, set a timer or handler, or read its own ids.
+  The program's process and its supervisor run as the same uid; what keeps the program from
+  signalling the supervisor is the child's allowlist (no call that sends or arranges a
+  signal is on it), not a second uid. Before its filter the child turns transparent huge
+  pages off (``PR_SET_THP_DISABLE``), so no page it touches can pin more than it maps.
+
+The filters are measured with this machine's C library and interpreter; another one may
+make a call the lists lack. :func:`check_sandbox` therefore loads one program in a worker
+before any work and refuses in one line when the worker does not start.
 
 What the layers do not hold: CPU time between requests is the caller's to bound (each
 request has a wall-clock limit and each program a total budget, sandbox.py); kernel memory
-that a process always may use (its page tables, pipe buffers of its few descriptors) counts
+that a process always may use (its page tables, the buffers of its two pipes) counts
 against no limit here. A memory cgroup would bound those too; it is not used because it needs
-a delegated cgroup v2 tree, which machines this runs on often do not have.
+a delegated cgroup v2 tree, which machines this runs on often do not have. That a program
+answers the same state with the same value is checked by the caller, not by the boundary
+(``SandboxedHeuristic.confirm``).
 
 ``sandbox="unsafe_process"`` keeps only the Python guards and resource limits, for trusted
 programs; it logs a warning.
@@ -62,53 +72,64 @@ NOBODY = 65534
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, or `make "
                 "install` as root), or set method.sandbox=unsafe_process to run trusted "
                 "programs without isolation")
-# System calls that no process of the sandbox needs; refused with EPERM. Names unknown on
-# this architecture are skipped (e.g. ``fork`` and ``mknod`` do not exist on aarch64).
-DENIED_SYSCALLS = (
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    "mknod", "mknodat", "link", "linkat", "symlink", "symlinkat", "rename", "renameat",
-    "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod",
-    "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "utimensat",
-    "futimesat", "truncate", "ftruncate", "fallocate", "creat", "openat2",
-    # extended attributes live in kernel memory on a tmpfs
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-    # memory outside the address-space limit
-    "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd",
-    "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
-    "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
-    "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open",
-    "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv", "process_vm_writev",
-    "process_madvise", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "personality", "syslog",
-    "kcmp",
+# Both filters are allowlists: a call not listed is refused with EPERM. The lists are the
+# calls measured by syscall_trace.py while legitimate programs of every shipped domain ran
+# (the fixture tests/data/directsynth_syscalls.json, which a test holds them to), plus the
+# few named in SANDBOX_EQUIVALENTS. Calls that are only safe with some arguments are allowed
+# with those arguments alone (SANDBOX_ARGUMENTS, CHILD_ARGUMENTS).
+#
+# Every process of the sandbox (bubblewrap's filter): the uid change (setpriv), the
+# interpreter's start, the supervisor, which forks the children and reads and writes pipes.
+SANDBOX_ALLOWED = (
+    "access", "arch_prctl", "brk", "capget", "capset", "clone", "close", "close_range", "dup2",
+    "execve", "exit_group", "futex", "getdents64", "getrandom", "getresgid", "getresuid",
+    "gettid", "getuid", "lseek", "mremap", "munmap", "newfstatat", "pipe2", "pread64", "read",
+    "readlink", "rseq", "rt_sigaction", "rt_sigprocmask", "set_robust_list", "set_tid_address",
+    "setgroups", "setresgid", "setresuid", "sysinfo", "wait4", "write",
 )
-# Calls newer than some libseccomp releases know by name, by their number (the same on
-# every architecture since Linux 5.1's unified numbering): setxattrat, removexattrat.
-DENIED_SYSCALL_NUMBERS = (463, 466)
-# (call, argument index, flag bits): refused when the argument has the bits set. O_CREAT
-# and O_TMPFILE (whose own bit is 0o20000000): no file is created, even where a file system
-# would allow it.
-DENIED_FLAGS = (("open", 1, os.O_CREAT), ("open", 1, 0o20000000),
-                ("openat", 2, os.O_CREAT), ("openat", 2, 0o20000000))
-# (call, argument index, value): allowed only when that argument is the value that names the
-# calling process itself (pid 0; for setpriority and ioprio_set, ``which`` must also name a
-# single process: PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS is 1)
-SELF_ONLY = (("prlimit64", 0, 0), ("sched_setaffinity", 0, 0), ("sched_setscheduler", 0, 0),
-             ("sched_setparam", 0, 0), ("sched_setattr", 0, 0), ("migrate_pages", 0, 0),
-             ("move_pages", 0, 0), ("setpriority", 0, 0), ("setpriority", 1, 0),
-             ("ioprio_set", 0, 1), ("ioprio_set", 1, 0))
-# Denied on top of those in the child that runs the program: no other process or thread, and
-# no timer or signal handler that could run the program's code after it has answered.
-CHILD_DENIED_SYSCALLS = (
-    "fork", "vfork", "clone", "clone3", "execve", "execveat",
-    "setitimer", "alarm", "timer_create", "timer_settime", "timerfd_create",
-    "timerfd_settime", "rt_sigaction", "sigaltstack", "signalfd", "signalfd4",
-    "dup", "dup2", "dup3",
+# calls another C library or kernel makes for a measured step (call -> the measured one);
+# names unknown on this architecture are skipped
+SANDBOX_EQUIVALENTS = {
+    "clone3": "clone", "fork": "clone", "vfork": "clone", "statx": "newfstatat",
+    "fstat": "newfstatat", "stat": "newfstatat", "lstat": "newfstatat", "faccessat": "access",
+    "faccessat2": "access", "getdents": "getdents64", "readlinkat": "readlink",
+    "pipe": "pipe2", "exit": "exit_group", "waitid": "wait4",
+    "getpid": "gettid", "getppid": "gettid", "geteuid": "getuid", "getgid": "getuid",
+    "getegid": "getuid", "pread": "pread64", "futex_waitv": "futex", "mmap2": "mmap",
+    "rt_sigreturn": "rt_sigaction",  # the return from a handler installed by rt_sigaction
+}
+# measured, and refused on purpose (call -> why the worker runs without it)
+SANDBOX_REFUSED = {
+    "socket": "setpriv looks up the user through nscd first; refused, it reads no passwd file "
+              "(there is none in the sandbox) and goes on with the numeric uid",
+    "connect": "the same lookup's connection",
+}
+# The child that runs the program: its job and result pipes, its memory, its exit.
+CHILD_ALLOWED = ("brk", "exit_group", "mremap", "munmap", "read", "write")
+# argument constants (Linux, every architecture)
+PROT_EXEC, MAP_ANONYMOUS, O_CREAT, O_TMPFILE_BIT = 0x4, 0x20, os.O_CREAT, 0o20000000
+FCNTL = {"F_GETFD": 1, "F_DUPFD_CLOEXEC": 1030}
+IOCTL = {"TCGETS": 0x5401, "FIOCLEX": 0x5451}
+PRCTL = {"PR_SET_PDEATHSIG": 1, "PR_SET_KEEPCAPS": 8, "PR_SET_SECCOMP": 22,
+         "PR_CAPBSET_READ": 23, "PR_CAPBSET_DROP": 24, "PR_GET_SECUREBITS": 27,
+         "PR_SET_NO_NEW_PRIVS": 38, "PR_GET_NO_NEW_PRIVS": 39, "PR_SET_THP_DISABLE": 41,
+         "PR_GET_THP_DISABLE": 42, "PR_CAP_AMBIENT": 47}
+# (call, [(argument index, mask, value), ...]): allowed when every (argument & mask) == value
+# (one check per argument), one rule per entry: a call with several is allowed when any
+# of them matches
+SANDBOX_ARGUMENTS = (
+    # files are opened, never created (no O_CREAT, no O_TMPFILE)
+    ("openat", [(2, O_CREAT | O_TMPFILE_BIT, 0)]),
+    # executable memory only from a file (the interpreter's libraries), never anonymous
+    ("mmap", [(2, PROT_EXEC, 0)]), ("mmap", [(3, MAP_ANONYMOUS, 0)]),
+    ("mprotect", [(2, PROT_EXEC, 0)]),
+    # limits of the calling process only (pid 0)
+    ("prlimit64", [(0, 2**64 - 1, 0)]),
+    *(("fcntl", [(1, 2**64 - 1, value)]) for value in FCNTL.values()),
+    *(("ioctl", [(1, 2**32 - 1, value)]) for value in IOCTL.values()),
+    *(("prctl", [(0, 2**64 - 1, value)]) for value in PRCTL.values()),
 )
-# fcntl commands that duplicate a descriptor (F_DUPFD, F_DUPFD_CLOEXEC), refused in the child
-# too: the result pipe may not be moved or copied
-CHILD_DENIED_FCNTL = (0, 1030)
+CHILD_ARGUMENTS = (("mmap", [(2, PROT_EXEC, 0)]),)  # no executable memory at all
 WORKER_FILES = ("sandbox_worker.py", "features.py")
 
 
@@ -129,14 +150,31 @@ class Launch:
 
 def check_sandbox(sandbox: str) -> None:
     """Refuse (UserError, one line) when ``sandbox`` is unknown or cannot run here; warn
-    for ``unsafe_process``."""
+    for ``unsafe_process``. For ``bwrap``, one program is loaded in a worker first, so an
+    allowlist that refuses a call this machine's interpreter or C library needs fails here,
+    before any work."""
     if sandbox == "unsafe_process":
         log.warning("method.sandbox=unsafe_process: generated programs run without an "
                     "operating-system boundary (only for trusted programs)")
     elif sandbox == "bwrap":
         bwrap_available()
+        _probe_worker()
     else:
         raise UserError(f"unknown method.sandbox '{sandbox}' ({', '.join(SANDBOXES)})")
+
+
+@functools.cache
+def _probe_worker() -> None:
+    from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+
+    try:
+        SandboxedHeuristic("def heuristic(state, task):\n    return 0\n", timeout=30.0).close()
+    except ProgramError as err:
+        raise UserError(f"the heuristic sandbox's worker does not start on this machine ({err});"
+                        " its system-call allowlist may lack a call this Python or C library "
+                        "makes: `python -m methods.directsynth.syscall_trace` shows them "
+                        "(isolation.py), or set method.sandbox=unsafe_process to run trusted "
+                        "programs without isolation") from None
 
 
 def worker_launch(worker_args: list[str], sandbox: str, scratch: str) -> Launch:
@@ -146,7 +184,7 @@ def worker_launch(worker_args: list[str], sandbox: str, scratch: str) -> Launch:
                        *worker_args], cwd=scratch)
     if sandbox != "bwrap":
         raise UserError(f"unknown method.sandbox '{sandbox}' ({', '.join(SANDBOXES)})")
-    child_filter = _seccomp_file(DENIED_SYSCALLS + CHILD_DENIED_SYSCALLS, CHILD_DENIED_FCNTL)
+    child_filter = _seccomp_file(CHILD_ALLOWED, CHILD_ARGUMENTS)
     try:
         launch = isolated_python([f"/opt/worker/{WORKER_FILES[0]}", *worker_args,
                                   str(child_filter.fileno())], scratch)
@@ -189,7 +227,7 @@ def isolated_python(python_args: list[str], scratch: str) -> Launch:
         argv += ["--ro-bind", str(folder / name), f"/opt/worker/{name}"]
     # nothing writable: the worker writes no file (its RLIMIT_FSIZE is 0)
     argv += ["--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
-    seccomp = _seccomp_file(DENIED_SYSCALLS)
+    seccomp = _seccomp_file(SANDBOX_ALLOWED + tuple(SANDBOX_EQUIVALENTS), SANDBOX_ARGUMENTS)
     argv += ["--seccomp", str(seccomp.fileno())]
     python = [str(inside_interpreter), "-I", "-B", *python_args]
     if os.geteuid() == 0:
@@ -237,37 +275,33 @@ def bwrap_available() -> str:
     return bwrap
 
 
-def _seccomp_file(syscalls: tuple[str, ...], fcntl_commands: tuple[int, ...] = ()):
-    """A temporary file holding a compiled filter that refuses ``syscalls``, the
-    ``fcntl_commands``, :data:`DENIED_SYSCALL_NUMBERS`, :data:`DENIED_FLAGS` and the
-    :data:`SELF_ONLY` calls that name another process, with EPERM (bwrap, or the worker's
-    supervisor, reads it from a descriptor)."""
+def _seccomp_file(allowed: tuple[str, ...], arguments: tuple = (), default: str = "refuse"):
+    """A temporary file holding a compiled filter that allows ``allowed`` and the
+    ``arguments`` rules and refuses every other call with EPERM (bwrap, or the worker's
+    supervisor, reads it from a descriptor); ``default="allow"`` allows every call (for
+    tracing what the worker asks for, syscall_trace.py)."""
     import errno
 
     import pyseccomp
 
-    refuse = pyseccomp.ERRNO(errno.EPERM)
-    denied = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    allowlist = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW if default == "allow"
+                                        else pyseccomp.ERRNO(errno.EPERM))
+    if default == "allow":  # libseccomp refuses rules that repeat the default
+        allowed, arguments = (), ()
 
     def number(name: str) -> int:
         return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
 
-    for name in syscalls:
+    for name in allowed:
         if number(name) >= 0:
-            denied.add_rule(refuse, number(name))
-    for syscall in DENIED_SYSCALL_NUMBERS:
-        denied.add_rule(refuse, syscall)
-    for name, index, bits in DENIED_FLAGS:
+            allowlist.add_rule(pyseccomp.ALLOW, number(name))
+    for name, checks in arguments:
         if number(name) >= 0:
-            denied.add_rule(refuse, number(name), pyseccomp.Arg(index, pyseccomp.MASKED_EQ,
-                                                                bits, bits))
-    for name, index, value in SELF_ONLY:
-        if number(name) >= 0:
-            denied.add_rule(refuse, number(name), pyseccomp.Arg(index, pyseccomp.NE, value))
-    for command in fcntl_commands:
-        denied.add_rule(refuse, "fcntl", pyseccomp.Arg(1, pyseccomp.EQ, command))
+            allowlist.add_rule(pyseccomp.ALLOW, number(name),
+                               *(pyseccomp.Arg(index, pyseccomp.MASKED_EQ, mask, value)
+                                 for index, mask, value in checks))
     handle = tempfile.TemporaryFile()
-    denied.export_bpf(handle)
+    allowlist.export_bpf(handle)
     handle.flush()
     handle.seek(0)
     return handle

@@ -12,7 +12,9 @@ value is checked again here (a number, int or float, not NaN or -inf). A worker 
 overruns its time, dies or answers garbage is killed and the program reported as failed
 with the reason. When the supervisor finds that the program wrote to its own result pipe,
 the error is a :class:`ProtocolViolation`: its earlier answers may be forged, and
-:func:`~methods.directsynth.synthesis.run_over_tasks` voids the whole run.
+:func:`~methods.directsynth.synthesis.run_over_tasks` voids the whole run. The same holds
+for a program whose answers, asked again in a fresh process (:meth:`SandboxedHeuristic.
+confirm`), differ: :class:`Nondeterministic`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ class TooSlow(ProgramError):
 class ProtocolViolation(ProgramError):
     """The program wrote to its result channel itself (or its process ended out of turn):
     values it answered before may be forged, so the caller voids all of its results."""
+
+
+class Nondeterministic(ProtocolViolation):
+    """The program answered a state differently when asked again in a fresh process: its
+    values depend on something other than the state (what it was asked before, say), so
+    none of them can be trusted."""
 
 
 def valid_value(value) -> bool:
@@ -106,6 +114,24 @@ class SandboxedHeuristic:
         """End the task's run of the program; ProtocolViolation when its result stream was
         not exactly its answers (results of the task must be kept only after this)."""
         self._request({"cmd": "end"})
+
+    def confirm(self, answers: dict[int, float]) -> None:
+        """Ask the states of ``answers`` (state -> the value the program gave) again, in
+        reverse order, of a fresh run of the program on the current task (a new child,
+        after the current one's result stream was checked); :class:`Nondeterministic` when
+        a value differs. A heuristic is a function of the state: a program that answers
+        from a counter could make every explored state look improving."""
+        if not answers:
+            return
+        self.end_task()
+        states = list(answers)[::-1]
+        for state, value in zip(states, self(states), strict=True):
+            if value != answers[state]:
+                self.close()
+                raise Nondeterministic(
+                    f"nondeterministic: the program answered a state of {self._task.name} "
+                    f"with {answers[state]:g}, and with {value:g} when asked again in a "
+                    "fresh process")
 
     def __call__(self, states) -> list[float]:
         out = []

@@ -66,6 +66,7 @@ MAX_RESULT_BYTES = 2**20
 MAX_MESSAGE_CHARS = 500
 CHILD_OPEN_FILES = 16  # 0-2, the result pipe, and a few pipes at most (their buffers count)
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+PR_SET_THP_DISABLE, PR_GET_THP_DISABLE = 41, 42
 FEATURES = None  # features.py, loaded by main() from beside this file
 
 
@@ -100,6 +101,15 @@ def _safe_builtins() -> dict:
     return table
 
 
+def _disable_huge_pages() -> None:
+    """Transparent huge pages off for this process: no page the program touches can pin
+    more memory (a whole 2 MiB page) than it maps."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) != 1:
+        raise OSError(ctypes.get_errno(), "transparent huge pages could not be disabled")
+
+
 def _install_filter(program: bytes) -> None:
     """Load a compiled seccomp filter (an array of struct sock_filter) into this process."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -118,6 +128,7 @@ def _confine(memory_bytes: int, child_filter: bytes | None) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (CHILD_OPEN_FILES, CHILD_OPEN_FILES))
+    _disable_huge_pages()
     if child_filter is not None:
         _install_filter(child_filter)
     sys.modules.pop("ctypes", None)

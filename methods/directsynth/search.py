@@ -160,6 +160,9 @@ class Directness:
     counterexample: Counterexample | None
     states: int  # states of the improving closure expanded
     evaluations: int
+    # the values the verdict rests on (state -> h): each expanded state's, its best
+    # successor's, and a counterexample's successors'
+    evidence: dict[int, float] = field(default_factory=dict)
 
     @property
     def direct(self) -> bool:
@@ -172,7 +175,7 @@ def check_direct(task: Task, h: Heuristic, max_states: int) -> Directness:
     without an improving successor. ``h(s0) = inf`` counts as a violation at s0."""
     cached = CachedHeuristic(h)
     parent = {task.init: None}
-    queue, expanded = deque([task.init]), 0
+    queue, expanded, evidence = deque([task.init]), 0, {}
     while queue:
         s = queue.popleft()
         if task.is_goal(s):
@@ -180,17 +183,21 @@ def check_direct(task: Task, h: Heuristic, max_states: int) -> Directness:
         value = cached([s])[0]
         successors = task.successors(s)
         values = cached([t for _, t in successors])
+        evidence[s] = value
         if value == INF or not any(v < value for v in values):
+            evidence.update((t, v) for (_, t), v in zip(successors, values, strict=True))
             cex = Counterexample(task.name, s, value,
                                  [(op.name, v) for (op, _), v in
                                   zip(successors, values, strict=True)],
                                  _plan(parent, s), sorted(task.facts(s)))
-            return Directness("not direct", cex, expanded, cached.evaluations)
+            return Directness("not direct", cex, expanded, cached.evaluations, evidence)
+        best = min(range(len(values)), key=values.__getitem__)
+        evidence[successors[best][1]] = values[best]
         expanded += 1
         if expanded > max_states:
-            return Directness("unknown", None, expanded, cached.evaluations)
+            return Directness("unknown", None, expanded, cached.evaluations, evidence)
         for (op, t), v in zip(successors, values, strict=True):
             if v < value and t not in parent:
                 parent[t] = (s, op.name)
                 queue.append(t)
-    return Directness("direct", None, expanded, cached.evaluations)
+    return Directness("direct", None, expanded, cached.evaluations, evidence)

@@ -136,11 +136,14 @@ def run_over_tasks(program: str, tasks: list[Task], limits: Limits, step) -> Pro
 
 
 def check_program(program: str, tasks: list[Task], limits: Limits) -> ProgramCheck:
-    """Directness on each task in order, stopping at the first counterexample or error."""
+    """Directness on each task in order, stopping at the first counterexample or error; the
+    values each verdict rests on are asked again in a fresh process (a program whose
+    answers differ is void). Those repeats are not counted as evaluations."""
     check = ProgramCheck(program)
 
     def step(task, h) -> bool:
         result = check_direct(task, h, limits.max_states)
+        h.confirm(result.evidence)  # the verdict's values, again in a fresh process
         check.evaluations += result.evaluations
         check.counterexample = result.counterexample
         check.tasks_passed += result.counterexample is None
