@@ -375,7 +375,10 @@ def test_check_program_stops_at_the_first_counterexample():
 
 # ---------------------------------------------------------------------------- sandbox
 def test_hostile_programs_are_contained():
+    descriptors = len(os.listdir("/proc/self/fd"))
     outcomes = run_hostile_suite(shipped_task("ferry", 1), timeout=2.0)
+    # no worker is left behind (a program that fails to load used to keep its worker)
+    assert len(os.listdir("/proc/self/fd")) == descriptors
     assert len(outcomes) == len(HOSTILE)
     assert not [o for o in outcomes if o.escaped]
     reasons = {o.name: o.outcome for o in outcomes}

@@ -102,7 +102,11 @@ class SandboxedHeuristic:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
         self._task = None
-        self._request({"cmd": "load", "program": program})
+        try:
+            self._request({"cmd": "load", "program": program})
+        except BaseException:  # a program that does not load: no worker left behind
+            self.close()
+            raise
 
     def set_task(self, task: Task):
         if self._task is not task:
