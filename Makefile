@@ -31,7 +31,7 @@ REPORT_FROM   ?= $(REPRODUCE_DIR)
 REPORT_OUT    ?= outputs/report
 SINCE         ?=
 
-.PHONY: help install run test test-slow test-gpu test-browser bench lint sweep summary \
+.PHONY: help install run test test-slow test-gpu test-browser test-slurm bench lint sweep summary \
 	reproduce report readme pages list clean plan plan-docs gpu-smoke device-wheels device-check-dry
 
 help:  ## list the targets
@@ -129,6 +129,20 @@ pages: install  ## the generated heads of docs/papers/<key>.md (claims, metrics,
 
 readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads (SINCE=<rev>: the reproduction they compare verdicts with)
 	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish $(if $(SINCE),--since $(SINCE))
+
+# make test-slurm: a one-node Slurm cluster on this host (tests/slurm_cluster.py starts and
+# stops its daemons as root), and the tests marked slurm, one at a time
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+
+test-slurm: install  ## the cluster path on a real one-node Slurm (root; installs slurm and munge with apt-get)
+	@if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null || \
+			! command -v sbatch >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "==> installing $(SLURM_PACKAGES) (apt-get)"; apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PACKAGES) >/dev/null; \
+		else echo "install $(SLURM_PACKAGES) (sudo apt-get install $(SLURM_PACKAGES)) and run as root"; \
+			exit 1; fi; fi
+	$(TEST_ENV) $(PY) -m pytest -q -m slurm -p no:xdist --durations=5 $(ARGS)
 
 BROWSER_PACKAGES := chromium chromium-driver
 

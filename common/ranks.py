@@ -21,3 +21,11 @@ def global_rank() -> int:
 def is_global_zero() -> bool:
     """Only global rank 0 writes results, figures, caches and W&B runs."""
     return global_rank() == 0
+
+
+def world_size() -> int:
+    """How many processes the launch has (1 for a single-process run)."""
+    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 1

@@ -11,7 +11,6 @@ settings that actually vary.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -128,10 +127,10 @@ def check_arguments(argv: list[str]) -> list[str]:
                                     f"'{option}'")
         elif name in ("hydra.run.dir", "hydra.sweep.dir", "paths.output_dir") and value:
             ensure_writable(Path(value.strip("'\"")), f"{name}={value}")
-        elif name == "hydra/launcher" and value == "submitit_slurm" and not shutil.which("srun"):
-            raise UserError("hydra/launcher=submitit_slurm submits to a Slurm cluster and srun "
-                            "is not found here; run it on the cluster's login node, or use "
-                            "hydra/launcher=joblib (this machine) or submitit_local (a test)")
+        elif name == "hydra/launcher" and value == "submitit_slurm":
+            from experiments.runner.slurm import check_cluster
+
+            check_cluster()
     return keys
 
 
@@ -245,6 +244,10 @@ def prepare(argv: list[str]) -> list[str]:
         from experiments.claims.metrics import check_claim_metrics
 
         check_claim_metrics(keys[0], OmegaConf.to_container(cfg.paper, resolve=False))
+    if "hydra/launcher=submitit_slurm" in argv and not printing:
+        from experiments.runner.slurm import watch_jobs
+
+        watch_jobs()
     given = {a.split("=", 1)[0] for a in argv}
     added = search_path_override(keys) + job_name_override(argv, keys)
     return argv + [a for a in added if a.split("=", 1)[0] not in given] + flags

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import UserError, ensure_writable
 from common.hub import check_models_cached
-from common.ranks import is_global_zero
+from common.ranks import global_rank, is_global_zero, world_size
 from experiments.claims import (
     NOT_APPLICABLE,
     check_claims,
@@ -108,6 +108,9 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     except (Interrupted, KeyboardInterrupt) as err:
         _stop_interrupted(err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT),
                           cfg, hydra_cfg, output_dir, multirun)
+    except SystemExit as err:  # a launcher ends the job (submitit requeues it on SIGUSR1)
+        _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
+        raise  # never a result: the launcher must not read this attempt as finished
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
         if isinstance(err, OSError) and err.errno == errno.ENOSPC:
             err = UserError(f"no space left on the device while writing {err.filename or ''}; "
@@ -187,9 +190,9 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     apply_threads(job.threads)
     seed_everything(seed)
     _on_signals()
-    _clear_partial_outputs(output_dir)
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
-    if writes:
+    if writes:  # another rank clearing the folder would remove what rank 0 wrote in it
+        _clear_partial_outputs(output_dir)
         (output_dir / "config_resolved.yaml").write_text(resolved)
     _print_header(cfg, job)
     check_models_cached(cfg)  # one line within seconds, before the protocol's heavy imports
@@ -218,6 +221,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "method": job.choices.get("method"), "model": job.choices.get("model"),
         "dataset": job.choices.get("dataset"), "seed": seed,
         "device": ctx.resolved_device, "threads": job.threads,
+        "processes": {"writer_rank": global_rank(), "world_size": world_size()},
         "overrides": job.overrides, "choices": job.choices, "config_hash": job.config_hash,
         "git_sha": git_sha(PROJECT_ROOT), "versions": package_versions(),
         "python": sys.version.split()[0], "started_at": started_at,
