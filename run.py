@@ -10,6 +10,8 @@ the registry, write the run folder, log. Exit codes: README, "Exit codes".
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 from common.kernels import pin_cpu_kernels
@@ -21,7 +23,12 @@ from omegaconf import DictConfig  # noqa: E402
 
 from common.errors import UserError  # noqa: E402
 from experiments.runner.cli import prepare  # noqa: E402
-from experiments.runner.job import EXIT_FAILED, EXIT_REJECTED, execute  # noqa: E402
+from experiments.runner.job import (  # noqa: E402
+    EXIT_FAILED,
+    EXIT_REJECTED,
+    execute,
+    report_uncaught,
+)
 from experiments.runner.registry import known_papers  # noqa: E402
 from experiments.runner.sweep_summary import last_sweep  # noqa: E402
 from experiments.schemas import register_schemas  # noqa: E402
@@ -47,6 +54,14 @@ if __name__ == "__main__":
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(EXIT_REJECTED)
-    main()
+    # Hydra raises what it cannot do (a full disk while it writes the run folder, a bad value
+    # in a sweep) instead of printing its own block; report_uncaught says it in one line
+    os.environ.setdefault("PAPERLAB_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "0"))
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    logging.raiseExceptions = False  # a log file on a full disk: no traceback per record
+    try:
+        main()
+    except Exception as err:  # noqa: BLE001 - a bug's traceback is re-raised there
+        sys.exit(report_uncaught(err))
     if last_sweep.get("failed"):
         sys.exit(EXIT_FAILED)

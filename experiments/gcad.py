@@ -117,8 +117,6 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     if not getattr(tokenizer, "chat_template", None):
         raise UserError(f"model={cfg.model.name} has no chat template; gcad plays chat "
                         "dialogues (use an instruct model)")
-    if any(s <= 0 for s in cfg.protocol.strengths):
-        raise UserError(f"protocol.strengths must be positive, got {cfg.protocol.strengths}")
     n_layers = len(model.get_decoder().layers)
     layer = cfg.protocol.residual_layer % n_layers
     sampling = Sampling(temperature=cfg.protocol.temperature)

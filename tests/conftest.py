@@ -99,3 +99,30 @@ def smoke_run(tmp_path_factory, worker_id):
         return json.loads((root / "run" / "metrics.json").read_text()), root / "run"
 
     return run
+
+
+# -- nothing written outside outputs/ and temporary folders -----------------------------------
+def _tree_state() -> set[str] | None:
+    """``git status --porcelain`` lines of the checkout (None outside a git checkout)."""
+    import subprocess
+
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                          capture_output=True, text=True)
+    return set(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, once per session
+        session.config.stash_tree = _tree_state()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """A test session (its runs, the device check's dry run) leaves the checkout as it found
+    it: a file written outside outputs/ and the temporary folders fails the session."""
+    before = getattr(session.config, "stash_tree", None)
+    after = _tree_state() if before is not None else None
+    if after is not None and after - before:
+        print("\nerror: the tests wrote into the checkout: "
+              + ", ".join(sorted(line[3:] for line in after - before)))
+        session.exitstatus = 1

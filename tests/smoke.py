@@ -6,6 +6,8 @@ starts from an empty cache, and further overrides after these (the command line 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from experiments.runner.cli import scale_override
 from experiments.runner.registry import known_papers
 
@@ -39,3 +41,20 @@ def smoke_settings(key: str, groups: tuple[str, ...]) -> list[str]:
 SMOKE: dict[str, list[str]] = {
     key: smoke(key) for key in known_papers()
     if (ROOT / "conf" / "papers" / key / "scale" / "smoke.yaml").is_file()}
+
+
+# ditherq at smoke size on vectors read from a .npy file: a sweep over a good and a bad file
+# (shape (5,), refused when the run reads it) has one job that fails while it runs
+DITHERQ_NPY = ["+paper=ditherq", "dataset=npy_vectors", "protocol.n_trials=3",
+               "protocol.bits=[1,2]", "protocol.uniformity_dims=[16]",
+               "protocol.timing_dims=[64]", "protocol.timing_repeats=2"]
+
+
+def good_and_bad_vectors(folder: Path) -> str:
+    """``dataset.path=<good>,<bad>`` for :data:`DITHERQ_NPY`."""
+    import numpy as np
+
+    good, bad = folder / "good.npy", folder / "bad.npy"
+    np.save(good, np.random.default_rng(0).standard_normal((8, 16)))
+    np.save(bad, np.zeros(5))
+    return f"dataset.path={good},{bad}"

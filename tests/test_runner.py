@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from experiments.schemas import (
 )
 
 from .conftest import ROOT, compose_config, run_failing, run_paper
-from .smoke import SMOKE
+from .smoke import DITHERQ_NPY, SMOKE, good_and_bad_vectors
 
 CONF = ROOT / "conf"
 PAPER_FILES = sorted(p.stem for p in (CONF / "paper").glob("*.yaml"))
@@ -615,9 +616,8 @@ def test_seed_only_sweep_has_a_summary_and_figure(tmp_path):
 @pytest.mark.slow  # over 5 s: make test-slow
 def test_failed_sweep_job_keeps_the_others_and_ends_with_the_failures(tmp_path):
     sweep = tmp_path / "sweep"
-    proc = _cli("-m", *DITHERQ_SMOKE, "method=turboquant,rabitq", "method.bits=2",
-                f"hydra.sweep.dir={sweep}")
-    assert proc.returncode == 2  # rabitq is 1-bit only
+    proc = _cli("-m", *DITHERQ_NPY, good_and_bad_vectors(tmp_path), f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 2  # the bad file is refused when its job reads it
     assert len(list(sweep.glob("*/results.json"))) == 1
     (failed,) = sweep.glob("*/failed.json")
     output = proc.stdout + proc.stderr
@@ -699,3 +699,109 @@ def test_sweep_fits_the_log_log_slope_of_a_growth_law(tmp_path):
     publish(sweep, "training_size", docs)
     assert ("eval_cost_ratio_growth_exponent = 1.5" in regimes("directsynth", docs)
             and "it stays below 100 (at most 68" in regimes("directsynth", docs))
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(
+                    errors="replace") and (proc / "stat").read_text().split()[2] != "Z":
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_reproduce_driver_stops_its_jobs_and_a_rerun_resumes(tmp_path):
+    """SIGTERM to the driver's pid alone (as a scheduler or `kill <pid>` sends it): its
+    multirun and job processes stop, the job says interrupted, the driver says how to
+    resume; the rerun finishes the job once (no row of curves.csv twice)."""
+    folder = tmp_path / "reproduce"
+    command = [sys.executable, "-m", "experiments.runner.reproduce", "--papers", "ditherq",
+               "--seeds", "0", "--dir", str(folder), "--scale", "smoke", "--jobs", "1",
+               "protocol.n_trials=400", "dataset.dim=1024", "protocol.bits=[1,2,3,4]"]
+    driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    curves = folder / "ditherq" / "seed0" / "curves.csv"
+    deadline = time.monotonic() + 120
+    while not (curves.exists() and len(curves.read_text().splitlines()) >= 3):
+        assert time.monotonic() < deadline and driver.poll() is None, "the job never started"
+        time.sleep(0.2)
+    os.kill(driver.pid, signal.SIGTERM)
+    out, err = driver.communicate(timeout=60)
+    assert driver.returncode == 143, err[-2000:]
+    assert "rerun the same command to resume" in err
+    time.sleep(2)  # the jobs notice their launcher is gone within a second
+    assert _processes_mentioning(str(folder)) == []
+    failed = json.loads((folder / "ditherq" / "seed0" / "failed.json").read_text())
+    assert failed["interrupted"] is True
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (folder / "ditherq" / "seed0" / "results.json").is_file()
+    assert not (folder / "ditherq" / "seed0" / "failed.json").exists()
+    rows = curves.read_text().splitlines()
+    assert len(rows) == len(set(rows))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``small_disk(size)``: a folder on a tmpfs of that size (root only), unmounted after."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("mounting a tmpfs needs root")
+        folder = tmp_path / f"disk-{size}"
+        folder.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode:
+            pytest.skip("a tmpfs cannot be mounted here")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", ["16k", "64k"])
+def test_a_full_disk_is_one_line_naming_the_folder_and_its_free_space(small_disk, size):
+    """16 KiB: Hydra's own config files do not fit; 64 KiB: the run's tables and figures do
+    not. Either way one error line, exit code 2, no half-written JSON."""
+    disk = small_disk(size)
+    proc = _cli("+paper=tps", f"paths.output_dir={disk}", f"hydra.run.dir={disk / 'run'}")
+    output = proc.stdout + proc.stderr
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2, output[-2000:]
+    assert len(errors) == 1 and "no space left on the device while writing" in errors[0]
+    assert str(disk / "run") in errors[0] and "MiB free on" in errors[0]
+    assert "Traceback" not in output and "During handling" not in output
+    assert not list(disk.rglob("*.tmp"))
+    if size == "64k":  # the run started: it says why it failed
+        assert json.loads((disk / "run" / "failed.json").read_text())["user_error"] is True
+
+
+def test_a_cache_entry_whose_write_fails_is_never_published(tmp_path):
+    """A build that fills the disk half-way leaves no entry and no private folder, and the
+    next call builds it again."""
+    import errno
+
+    from common.cache import load_or_build
+
+    def build_fails(folder: Path):
+        (folder / "weights.bin").write_bytes(b"x" * 10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError):
+        load_or_build(tmp_path, "model", {"a": 1}, ["common.cache"], build_fails,
+                      lambda folder: (folder / "weights.bin").read_bytes())
+    assert list((tmp_path / "model").iterdir()) == []
+    built = load_or_build(tmp_path, "model", {"a": 1}, ["common.cache"],
+                          lambda folder: (folder / "weights.bin").write_bytes(b"ok") and b"ok",
+                          lambda folder: (folder / "weights.bin").read_bytes())
+    assert built == b"ok" and len(list((tmp_path / "model").iterdir())) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import ROOT
 from .slurm_cluster import missing, one_node_cluster, queue
-from .smoke import SMOKE
+from .smoke import DITHERQ_NPY, SMOKE, good_and_bad_vectors
 
 pytestmark = pytest.mark.slurm
 
@@ -141,10 +141,10 @@ def test_a_preempted_job_finishes_on_its_second_start(cluster, tmp_path):
 
 def test_a_failing_job_is_reported_in_the_summary(cluster, tmp_path):
     sweep = tmp_path / "sweep"
-    proc = _cli(cluster, "-m", *SMOKE["ditherq"], "method=turboquant,rabitq", "method.bits=2",
-                *SLURM, f"hydra.sweep.dir={sweep}")
+    proc = _cli(cluster, "-m", *DITHERQ_NPY, good_and_bad_vectors(tmp_path), *SLURM,
+                f"hydra.sweep.dir={sweep}")
     output = proc.stdout + proc.stderr
-    assert proc.returncode == 2, output[-3000:]  # rabitq is 1-bit only
+    assert proc.returncode == 2, output[-3000:]  # the bad file fails its job as it runs
     assert len(list(sweep.glob("*/results.json"))) == 1
     (failed,) = sweep.glob("*/failed.json")
     assert "1 of 2 jobs failed" in output and str(failed) in output

@@ -4,7 +4,14 @@ library agreement, closed-form sparse leverage vs brute force, smoke run."""
 from __future__ import annotations
 
 import itertools
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
 from math import factorial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -282,3 +289,35 @@ def test_lasso_path_supports_survive_the_solver_failure_on_a_paired_design():
     data = np.load(Path(__file__).parent / "data" / "lasso_path_failure.npz")
     supports = lasso_path_supports(data["X"], data["r"])
     assert supports and all(0 < len(s) <= 11 for s in supports)
+
+
+SMOKE_REFERENCE = Path(__file__).parent / "data" / "sparseshap_smoke_metrics.json"
+
+
+def test_the_smoke_run_prints_the_committed_numbers(smoke_run):
+    """numpy's OpenBLAS kernel is pinned (common/kernels.py): the sparse decoder's support
+    choices, which a last-bit difference can flip, are the same on every x86-64 machine, so
+    the smoke run's metrics equal the committed ones to 1e-9 (regenerate the file when the
+    method changes on purpose)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the kernels are pinned on x86-64")
+    metrics, _ = smoke_run("sparseshap")
+    reference = json.loads(SMOKE_REFERENCE.read_text())
+    assert set(reference) <= set(metrics)
+    for key, value in reference.items():
+        if isinstance(value, float) and math.isfinite(value):
+            assert metrics[key] == pytest.approx(value, rel=1e-9), key
+        else:
+            assert metrics[key] == value or (value != value and metrics[key] != metrics[key])
+
+
+def test_numpy_blas_kernel_is_pinned_before_numpy_loads():
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the kernels are pinned on x86-64")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    probe = subprocess.run(
+        [sys.executable, "-c", "from common.kernels import pin_cpu_kernels; pin_cpu_kernels();"
+         " import numpy, threadpoolctl; print([i.get('architecture') for i in "
+         "threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas'])"],
+        cwd=Path(__file__).parents[1], capture_output=True, text=True, env=env, check=True)
+    assert probe.stdout.strip() == "['Haswell']"

@@ -11,6 +11,7 @@ settings that actually vary.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -113,6 +114,7 @@ def check_arguments(argv: list[str]) -> list[str]:
     keys = paper_keys(argv)
     for key in keys:
         check_paper(key)
+    check_groups_used(overrides, keys)
     for key, value in overrides:
         name = key.lstrip("+~")
         if name in GROUPS:
@@ -134,22 +136,80 @@ def check_arguments(argv: list[str]) -> list[str]:
     return keys
 
 
+SHARED_GROUPS = {"trainer": "does not train through Lightning (device= picks where it runs)",
+                 "model": "reads no model from the model group"}
+
+
+def check_groups_used(overrides: list[tuple[str, str]], keys: list[str]) -> None:
+    """An override of a shared group (``trainer``, ``model``) that the selected paper does
+    not use (``paper.uses``) is refused: the run would silently ignore it. A multirun over
+    several papers applies it to those that use it and says which ignore it."""
+    from experiments.claims.papers import paper_info
+
+    for key, value in overrides:
+        group = key.lstrip("+~").split(".", 1)[0]
+        if group not in SHARED_GROUPS:
+            continue
+        ignoring = [k for k in keys if group not in (paper_info(k).get("uses") or [])]
+        if not ignoring:
+            continue
+        if len(ignoring) == len(keys):
+            raise UserError(f"{', '.join(ignoring)} {SHARED_GROUPS[group]}: {key}={value} "
+                            f"would change nothing; drop it (papers that use {group}: "
+                            f"{', '.join(papers_using(group)) or 'none'})")
+        print(f"note: {key}={value} applies to {', '.join(k for k in keys if k not in ignoring)};"
+              f" {', '.join(ignoring)} {SHARED_GROUPS[group].split(' (')[0]} and ignore it",
+              file=sys.stderr)
+
+
+def papers_using(group: str) -> list[str]:
+    from experiments.claims.papers import all_papers, paper_info
+
+    return [k for k in all_papers() if group in (paper_info(k).get("uses") or [])]
+
+
 def check_composition(argv: list[str], keys: list[str], require_data: bool = True):
-    """Compose the config once as Hydra will (the first value of each swept setting), so a
-    key that does not exist or a value of the wrong type ends in one line naming it, with a
-    close match, instead of Hydra's message block; returns it. ``require_data``: a data
-    setting left ``???`` is one line too. Needs the schemas registered."""
+    """Compose the config as Hydra will, so a key that does not exist, a value of the wrong
+    type or out of its schema's range ends in one line naming it, with a close match, instead
+    of Hydra's message block or a failed job; returns the config of the first job. Each value
+    of a swept setting (``key=a,b,c``, here or in the named sweep) is composed too, so a bad
+    one is refused before any job runs. ``require_data``: a data setting left ``???`` is one
+    line too. Needs the schemas registered."""
+    settings, swept = [], {}
+    for key, value in _overrides(argv):
+        if key.lstrip("+~").startswith("hydra") or _SWEEP_FUNCTIONS.match(value):
+            continue
+        values = _split_values(value)
+        settings.append((key, values[0]))
+        if len(values) > 1:
+            swept[key] = (value, values[1:])
+    for key, value in _sweep_params(argv, keys).items():
+        values = _split_values(value)
+        if not _SWEEP_FUNCTIONS.match(value):
+            swept.setdefault(key, (value, values))
+    cfg = _compose_checked([f"{k}={v}" for k, v in settings], keys, require_data)
+    for key, (given, values) in swept.items():
+        for other in dict.fromkeys(values):
+            changed = [f"{k}={other if k == key else v}" for k, v in settings]
+            if key not in dict(settings):
+                changed.append(f"{key}={other}")
+            try:
+                _compose_checked(changed, keys, require_data)
+            except UserError as err:
+                raise UserError(f"{key}={other} (of the sweep {key}={given}): {err}") from None
+    return cfg
+
+
+def _compose_checked(overrides: list[str], keys: list[str], require_data: bool):
+    """One composition, its keys and ranges checked; UserError with one line."""
     import dataclasses
 
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
-    overrides = []
-    for key, value in _overrides(argv):
-        if key.lstrip("+~").startswith("hydra") or _SWEEP_FUNCTIONS.match(value):
-            continue
-        overrides.append(f"{key}={_split_values(value)[0]}")
+    from experiments.schemas import check_ranges, reject_unknown_keys
+
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=overrides + search_path_override(keys))
@@ -175,6 +235,8 @@ def check_composition(argv: list[str], keys: list[str], require_data: bool = Tru
     if missing and require_data:  # a data folder or file nothing can fetch by name
         raise UserError(f"set {', '.join(f'{k}=<path>' for k in missing)}: this setting reads "
                         "data that cannot be fetched by name")
+    reject_unknown_keys(cfg)
+    check_ranges(cfg)
     return cfg
 
 

@@ -90,7 +90,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    full_errors = full_errors_requested()
     try:
         job = _prepare(cfg, hydra_cfg, output_dir)
     except UserError as err:
@@ -112,10 +112,8 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         raise  # never a result: the launcher must not read this attempt as finished
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
-            err = UserError(f"no space left on the device while writing {err.filename or ''}; "
-                            "free some space or set paths.output_dir / paths.cache_dir to "
-                            "another disk")
+        if isinstance(err, OSError) and err.errno in DISK_FULL:
+            err = UserError(write_error_message(err, output_dir))
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         if multirun:
             return None
@@ -123,6 +121,73 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
             raise
         _report_failure(err)
     return None
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_errors_requested() -> bool:
+    """``HYDRA_FULL_ERROR=1`` as the user set it (run.py sets Hydra's own to 1 and keeps the
+    user's in ``PAPERLAB_FULL_ERROR``): tracebacks instead of one line."""
+    return os.environ.get("PAPERLAB_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR")) == "1"
+
+
+def write_error_message(err: OSError, folder: Path | None = None) -> str:
+    """One line for a file that could not be written: what, where, and the free space."""
+    path = Path(err.filename) if err.filename else folder
+    where = path or Path.cwd()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = f"{shutil.disk_usage(where).free / 2**20:.1f} MiB free on {where}"
+    except OSError:
+        free = f"free space on {where} unknown"
+    what = "no space left on the device" if err.errno in DISK_FULL else err.strerror
+    return (f"{what} while writing {path or 'the run folder'} ({free}); free some space or "
+            "set paths.output_dir / paths.cache_dir to another disk")
+
+
+def report_uncaught(err: Exception) -> int:
+    """What Hydra raised outside a job (run.py), as one ``error:`` line and an exit code: a
+    file it could not write (a full disk: exit 2, and ``failed.json`` in the run folder if
+    it can still be written) or a config or override it could not use (exit 1). A bug (or
+    ``HYDRA_FULL_ERROR=1``) re-raises: the traceback."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if full_errors_requested():
+        raise err
+    if isinstance(err, OSError):
+        folder = Path(err.filename).parent if err.filename else _folder_being_written(err)
+        if folder is not None and folder.name == ".hydra":
+            folder = folder.parent
+        message = write_error_message(err, folder)
+        print(f"error: {message}", file=sys.stderr)
+        if folder is not None:
+            try:
+                write_json(folder / "failed.json", {"error": message, "user_error": True,
+                                                    "interrupted": False})
+            except OSError:
+                pass  # the disk is full: the line above says why
+        return EXIT_FAILED
+    if isinstance(err, HydraException | OmegaConfBaseException | ValueError):
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        print(f"error: {' '.join(lines[:2]) if lines else type(err).__name__}",
+              file=sys.stderr)
+        return EXIT_REJECTED
+    raise err
+
+
+def _folder_being_written(err: BaseException) -> Path | None:
+    """The innermost ``output_dir`` of the frames ``err`` passed through (Hydra writing the
+    run folder's config files), when the error names no file."""
+    folder, tb = None, err.__traceback__
+    while tb is not None:
+        value = tb.tb_frame.f_locals.get("output_dir")
+        if isinstance(value, str | Path):
+            folder = Path(value)
+        tb = tb.tb_next
+    return folder
 
 
 def _stop_interrupted(err: Interrupted, cfg: DictConfig, hydra_cfg: Any, output_dir: Path,
@@ -343,7 +408,7 @@ def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: Base
             "overrides": list(hydra_cfg.overrides.task),
         })
     except OSError as write_error:  # a full disk: the console line still says why
-        log.error("could not write failed.json: %s", write_error)
+        _to_log_file(f"could not write failed.json: {write_error}")
     if multirun:
         if not isinstance(err, UserError | Interrupted | KeyboardInterrupt):
             log.error("%s", traceback.format_exc())

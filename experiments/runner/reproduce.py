@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +72,25 @@ def rounds(papers: list[str], seeds: list[int] | None) -> list[tuple[int | str, 
     return [(s, [k for k in papers if declared[k] > s]) for s in range(max(declared.values()))]
 
 
+def run_stoppable(command: list[str], stopped: list[int]) -> int:
+    """Run one multirun; SIGTERM or SIGINT to this process (a scheduler, ``kill <pid>``,
+    Ctrl-C) stops it too: the multirun gets SIGTERM, and its job processes, which watch it,
+    end with ``failed.json`` saying ``interrupted``. ``stopped`` records the signal."""
+    child = subprocess.Popen(command)
+
+    def stop(signum, frame):
+        stopped.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.runner.reproduce")
     parser.add_argument("--papers", required=True, help="comma-separated, longest first")
@@ -84,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     papers = (longest_first(known_papers()) if args.papers == "all"
               else [p for p in args.papers.split(",") if p])
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
-    code, start = 0, time.perf_counter()
+    code, start, stopped = 0, time.perf_counter(), []
     pooled = {key for key in papers if has_worker_pool(key)}
     for seed, members in rounds(papers, seeds):
         # the presets are per paper: at scale=paper, one multirun per paper. At the default
@@ -106,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.launcher == "joblib":
                 command.insert(5, f"hydra.launcher.n_jobs={jobs}")
             print(f"==> seed {seed}: {', '.join(group)}", flush=True)
-            returned = subprocess.call(command)
+            returned = run_stoppable(command, stopped)
+            if stopped:
+                print(f"interrupted ({signal.Signals(stopped[0]).name}); rerun the same "
+                      "command to resume", file=sys.stderr, flush=True)
+                return 128 + stopped[0]
             if returned == EXIT_REJECTED:  # a refused command line: the next would be too
                 return returned
             code = max(code, returned)

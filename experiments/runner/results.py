@@ -53,8 +53,12 @@ def _json_safe(obj: Any) -> Any:
 def write_json(path: Path, payload: Mapping[str, Any]) -> None:
     """Write atomically (tmp file + rename) so a crash never leaves half a JSON file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(dict(payload)), indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(_json_safe(dict(payload)), indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+    except BaseException:  # a full disk: no half-written file left beside the run's files
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> tuple[dict | None, str]:

@@ -110,10 +110,11 @@ def check_values(cfg: DictConfig) -> None:
         raise UserError(f"{missing[0]} has no value (??? in its config file): add "
                         f"{missing[0]}=<value> to the command"
                         + (f" (also unset: {', '.join(missing[1:])})" if missing[1:] else ""))
-    _check_ranges(cfg, "")
+    check_ranges(cfg)
 
 
-def _check_ranges(cfg: DictConfig, path: str) -> None:
+def check_ranges(cfg: DictConfig, path: str = "") -> None:
+    """``UserError`` for the first value outside its field's range."""
     from experiments.schemas.shared import INTEGER_DEFAULT
 
     schema = OmegaConf.get_type(cfg)
@@ -126,7 +127,7 @@ def _check_ranges(cfg: DictConfig, path: str) -> None:
         child = cfg._get_node(key)
         if isinstance(child, DictConfig):
             if not child._is_none() and not child._is_missing():
-                _check_ranges(child, name)
+                check_ranges(child, name)
             continue
         spec = fields.get(key)
         if spec is None:

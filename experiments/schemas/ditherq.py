@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig
+from experiments.schemas.shared import DatasetConfig, MethodConfig, within
 
 
 class Rotation(StrEnum):
@@ -15,16 +15,25 @@ class Rotation(StrEnum):
     rht = "rht"  # one randomized Hadamard transform, O(d log d) per vector
 
 
+# the widest bit-width any quantizer takes (methods/ditherq/quantizers.py, QuantizerSpec)
+MAX_BITS = 16
+
+
 @dataclass
 class DitherQuantizerConfig(MethodConfig):
-    bits: int | None = MISSING  # one bit-width, or null for the protocol's grid
+    bits: int | None = within(1, MAX_BITS)  # one bit-width, or null for the protocol's grid
     rotation: Rotation = MISSING
     dither: bool = MISSING
 
 
 @dataclass
+class OneBitQuantizerConfig(DitherQuantizerConfig):
+    bits: int | None = within(1, 1)  # RaBitQ is a 1-bit quantizer
+
+
+@dataclass
 class DitherqProtocol:
-    bits: list[int] = MISSING  # the grid used when method.bits is null
+    bits: list[int] = within(1, MAX_BITS)  # the grid used when method.bits is null
     n_trials: int = MISSING  # independent rotations (and dither offsets) per input
     uniformity_dims: list[int] = MISSING  # powers of 2: dithered TurboQuant's bound at each
     timing_dims: list[int] = MISSING
@@ -48,6 +57,7 @@ class NpyVectorsConfig(DatasetConfig):
 
 
 PROTOCOL = DitherqProtocol
-METHODS = {name: DitherQuantizerConfig for name in
-           ("turboquant", "eden_biased", "eden_unbiased", "rabitq", "uniform_sq")}
+METHODS = {**{name: DitherQuantizerConfig for name in
+              ("turboquant", "eden_biased", "eden_unbiased", "uniform_sq")},
+           "rabitq": OneBitQuantizerConfig}
 DATASETS = {"unit_vectors": UnitVectorsConfig, "npy_vectors": NpyVectorsConfig}

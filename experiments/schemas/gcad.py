@@ -7,7 +7,13 @@ from enum import StrEnum
 
 from omegaconf import MISSING
 
-from experiments.schemas.shared import DatasetConfig, MethodConfig, any_integer, nonnegative
+from experiments.schemas.shared import (
+    DatasetConfig,
+    MethodConfig,
+    any_integer,
+    nonnegative,
+    positive,
+)
 
 
 class SteeringKind(StrEnum):
@@ -53,7 +59,7 @@ class GcadProtocol:
     temperature: float = nonnegative()  # sampling (top_k off, top_p 1)
     # multipliers of the scales of residual steering and the method (1 is always run): the
     # methods compared at equal turn-1 trait, and the contamination-drift correlation
-    strengths: list[float] = MISSING
+    strengths: list[float] = positive()
 
 
 @dataclass

@@ -245,6 +245,11 @@ class Plan:
     note: str = ""  # a paper without a neural model: why, and what bounds its time
 
 
+class SharedGroup(StrEnum):
+    model = "model"
+    trainer = "trainer"
+
+
 @dataclass
 class PaperInfo:
     """``paper:`` of ``conf/paper/<key>.yaml``: what the paper claims and what to plot."""
@@ -259,6 +264,9 @@ class PaperInfo:
     # seeds `make reproduce` runs, fixed before any result is seen, by the default's cost:
     # 10 under 1 minute, 5 under 2, else 3
     seeds: int = 3
+    # the shared groups it reads beyond method and dataset: "model", "trainer" (it trains
+    # through Lightning); an override of another is refused (experiments/runner/cli.py)
+    uses: list[SharedGroup] = field(default_factory=list)
     # growth laws a sweep summary fits: name -> metric and the swept numeric setting
     sweep_fits: dict[str, SweepFit] = field(default_factory=dict)
     scale: str = "cpu"  # the preset (scale=paper: conf/papers/<key>/scale/paper.yaml)
