@@ -154,3 +154,40 @@ def test_the_seed_patterns_catch_what_they_forbid():
                  "g = torch.Generator().manual_seed(stream_seed)"):
         code = re.sub(r"(\"[^\"]*\"|'[^']*')", '""', line)
         assert not any(p.search(code) for p in SEED_PATTERNS.values()), line
+
+
+def _project_imports(module: str, seen: set[str] | None = None) -> set[str]:
+    """Every project module ``module`` imports, directly or through others (by its source),
+    the runner's aside."""
+    import ast
+
+    seen = set() if seen is None else seen
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    if module in seen or not path.is_file():
+        return seen
+    seen.add(module)
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        for name in names:
+            # the runner (which builds ctx.compute for every paper) is not the paper's code
+            if name.split(".")[0] in ("methods", "models", "data", "common") or \
+                    name.startswith("experiments.helpers"):
+                _project_imports(name, seen)
+    return seen
+
+
+def test_paper_uses_declares_the_shared_groups_its_code_reads():
+    """``paper.uses`` (what an override may change) agrees with the code: "trainer" exactly
+    when the protocol can reach the Lightning trainer factory, "model" exactly when it reads
+    ``cfg.model``."""
+    from experiments.claims.papers import paper_info
+
+    for key in known_papers():
+        uses = set(paper_info(key).get("uses") or [])
+        reaches = "models.trainer" in _project_imports(f"experiments.{key}")
+        reads_model = "cfg.model" in (ROOT / "experiments" / f"{key}.py").read_text()
+        assert ("trainer" in uses) == reaches, key
+        assert ("model" in uses) == reads_model, key
