@@ -8,9 +8,9 @@ OpenBLAS does the same (its kernel for the CPU): sparseshap's sparse decoder cho
 support along the LASSO path, and a last-bit difference can choose another, so its budget
 exponent at seed 0 was 1.1405 with one machine's kernel and 1.1817 with another's. Pinning
 all four to AVX2 (OpenBLAS's Haswell kernels), which every x86-64 machine of the last decade
-has, makes the same command print the same numbers on any of them. Values already in the environment win (set
-``ATEN_CPU_CAPABILITY=avx512`` etc. for the machine's fastest path); other architectures
-ignore these variables.
+has, makes the same command print the same numbers on any of them. Values already in the
+environment win (set ``ATEN_CPU_CAPABILITY=avx512`` etc. for the machine's fastest path);
+other architectures ignore these variables.
 """
 
 from __future__ import annotations
