@@ -55,8 +55,11 @@ def min_overlap(per_model: list[np.ndarray]) -> float:
 
 
 def one_audit(scores, method, alphas, rng) -> tuple[dict, float]:
-    """All procedures on one synthetic audit: {(procedure, alpha): (GCP, power)}, and the
-    minimum pairwise Jaccard overlap of the per-model selections at the headline alpha."""
+    """All procedures on one synthetic audit: {(procedure, alpha): (the false discovery
+    proportion, power)}, and the minimum pairwise Jaccard overlap of the per-model selections
+    at the headline alpha. The nulls are the contaminated items (contaminated in any model),
+    so the proportion is the global contamination rate (GCR) of the selected benchmark and
+    the power is the share of clean items selected."""
     per_model_p = np.column_stack([
         conformal_pvalues(cal, scores.scores[:, k], method.randomized_pvalues, rng)
         for k, cal in enumerate(scores.calibration)])

@@ -103,7 +103,7 @@ def test_the_lipschitz_estimate_is_exact_without_attention_and_bounded_by_the_li
     """With A = 0 the block adds the context mean, so the flow map of the token is a shift:
     Lipschitz 1. With attention and a large Gaussian context the map tends to the exact
     affine limit, whose Jacobian is the product of I + V S A^T / L (S = I/d): the estimate
-    (a maximum over random directions) approaches that product's spectral norm from below."""
+    (the largest Jacobian norm over random tokens) approaches that product's spectral norm."""
     from methods.ctxflow import FlowParams, flow_lipschitz, random_flow_params
 
     gen = torch.Generator().manual_seed(0)

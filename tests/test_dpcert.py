@@ -169,3 +169,16 @@ def test_certified_radii_match_cohen_without_poisoning():
     assert np.all(radius[1:] > cohen[1:] - step - 1e-6)
     poisoned = certified_radii(p_a, 1 - p_a, dpa_poisoning_pld(1, 50), sigma, step)
     assert np.all(poisoned <= radius) and poisoned[-1] < radius[-1]
+
+
+def test_the_boundary_attack_points_at_the_nearest_point_of_another_class():
+    """Moving a point by the distance to the nearest point of another class along the
+    attack's direction lands on that point: the attack crosses where the data does."""
+    from experiments.dpcert import toward_other_class
+
+    x_train = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]], np.float32)
+    y_train = np.array([0, 1, 1])
+    x = np.array([[0.1, 0.0]], np.float32)
+    direction = toward_other_class(x, np.array([0]), x_train, y_train)
+    assert np.linalg.norm(direction) == pytest.approx(1.0)
+    assert x[0] + 0.9 * direction[0] == pytest.approx(x_train[1])

@@ -218,7 +218,17 @@ def test_effects_are_signed_toward_the_claim():
     assert judge(claim("x >= 7"), [{"x": 9}]).effect.mean == 2  # margin to the threshold
     assert judge(claim("x <= 7"), [{"x": 9}]).effect.mean == -2
     assert judge(claim("x == 1", "exact"), [{"x": 1.5}]).effect.mean == -0.5
-    assert judge(claim("a > 0"), [{"a": 3}]).effect.relative_per_seed is None
+    assert judge(claim("a > 0"), [{"a": 3}]).effect.relative_mean is None
+
+
+def test_a_relative_effect_is_a_ratio_of_means_and_none_near_a_zero_reference():
+    """gcad once printed -46%: a mean of per-seed ratios, one dividing by a value near 0."""
+    runs = [{"a": a, "b": b} for a, b in ((1.2, 1.0), (2.2, 2.0), (0.31, 0.01))]
+    effect = judge(claim("a > b"), runs).effect
+    assert effect.relative_mean == pytest.approx(effect.mean / (3.01 / 3))
+    assert effect.relative_low == pytest.approx(effect.low / (3.01 / 3))
+    runs = [{"a": a, "b": b} for a, b in ((0.2, -0.5), (0.3, 0.6), (0.1, 0.01))]
+    assert judge(claim("a > b"), runs).effect.relative_mean is None  # mean 0.04, sd 0.55
 
 
 @pytest.mark.parametrize("bad,message", [

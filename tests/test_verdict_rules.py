@@ -59,3 +59,42 @@ def test_power_grows_with_seeds_and_effect(results):
     # the sign test cannot decide below ten seeds: its smallest p-values are 0.25 and 0.0625
     assert results[("ties with an effect, sign test", 5)]["holds"] == 0
     assert results[("ties with an effect, sign test", 10)]["holds"] > 0.5
+
+
+def test_every_equivalence_margin_names_its_source():
+    """A margin comes from the abstract (its reason says how), a published convention (cited:
+    an author and a year) or a quantity the run measures (``margin_metric``), never from
+    "our reading"."""
+    import re
+
+    from experiments.claims.papers import all_papers, paper_info
+
+    checked = 0
+    for key in all_papers():
+        for claim in paper_info(key).get("claims") or []:
+            if claim.get("rule") != "equivalence":
+                continue
+            where, reason = f"{key}.{claim['id']}", claim.get("margin_reason") or ""
+            source = claim.get("margin_source")
+            assert source in ("abstract", "convention", "metric"), where
+            assert "our reading" not in reason, where
+            if source == "metric":
+                assert claim.get("margin_metric"), where
+            if source == "convention":
+                assert re.search(r"[A-Z][A-Za-z]+.*\b(19|20)\d\d\b", reason), where
+            if source == "abstract":
+                assert "abstract" in reason, where
+            checked += 1
+    assert checked >= 10
+
+
+def test_a_measured_margin_is_the_mean_of_its_metric_over_the_seeds():
+    from experiments.claims.verdicts import judge, margin_of
+
+    claim = {"holds_if": "a <= b", "rule": "equivalence", "margin_metric": "0.5 * spread"}
+    runs = [{"a": 1.0, "b": 1.0, "spread": 0.2}, {"a": 1.1, "b": 1.0, "spread": 0.4},
+            {"a": 1.05, "b": 1.0, "spread": 0.3}]
+    assert margin_of(claim, runs) == pytest.approx(0.15)
+    assert judge(claim, runs).verdict == "holds"  # a - b at most 0.1 < 0.15
+    runs = [{**r, "spread": 0.01} for r in runs]
+    assert judge(claim, runs).verdict != "holds"  # the same gap against a 0.005 margin

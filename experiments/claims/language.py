@@ -125,6 +125,15 @@ def parse(text: str) -> Node:
     return _Parser(text).condition()
 
 
+def parse_expression(text: str) -> Node:
+    """An arithmetic expression over metrics (a measured margin), no comparison."""
+    parser = _Parser(text)
+    node = parser.sum()
+    if parser.peek() is not None:
+        raise ClaimSyntaxError(f"unexpected '{parser.peek()}' in '{text}'")
+    return node
+
+
 def metric_names(node: Node) -> set[str]:
     if node.op == "metric":
         return {node.args[0]}

@@ -182,13 +182,17 @@ def check_claim_metrics(key: str, info: Mapping) -> None:
     command is composed, not at the end of a run."""
     import difflib
 
-    from experiments.claims.language import metric_names, parse
+    from experiments.claims.language import metric_names, parse, parse_expression
 
     found = specs(info)
     known = [s.name for s in found]
     for claim in info.get("claims") or []:
-        text = claim.get("holds_if")
-        for name in sorted(metric_names(parse(text))) if text else []:
+        names = set()
+        if claim.get("holds_if"):
+            names |= metric_names(parse(claim["holds_if"]))
+        if claim.get("margin_metric"):
+            names |= metric_names(parse_expression(claim["margin_metric"]))
+        for name in sorted(names):
             if not any(s.pattern.match(name) for s in found):
                 close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
                 raise UserError(f"paper {key}, claim {claim.get('id')}: metric '{name}' is "

@@ -25,8 +25,9 @@ rule is what it is and measures its error rates by simulation, ``simulate.py``):
 conjunction holds when every comparison does, is contradicted when one is, and names the
 comparisons that decided it. Every judged claim gets an **effect** signed so that a positive
 value is on the claimed side (``a - b`` for ``a > b``, ``x - 7`` for ``x >= 7``; for a
-conjunction the comparison that decided the verdict); the relative effect divides by the
-right-hand side's size where it is not 0.
+conjunction the comparison that decided the verdict); the relative effect (a ratio of
+means) divides it and its interval by the size of the right-hand side's mean, where that
+mean is clear of 0.
 
 A claim with ``sanity: true`` is an identity or a property of the implementation (a check
 that cannot fail when the code is right): it is judged and shown, but does not count toward
@@ -47,6 +48,7 @@ from experiments.claims.language import (
     evaluate,
     metric_names,
     parse,
+    parse_expression,
     value,
 )
 
@@ -68,7 +70,9 @@ class Effect:
 
     label: str  # what is measured, e.g. "a - b" or "x - 7"
     per_seed: list[float]
-    relative_per_seed: list[float] | None  # divided by |right-hand side|; None where it is 0
+    # the relative effect's denominator: the size of the right-hand side's mean over seeds;
+    # None where that mean is not clear of 0 (below its own spread over seeds)
+    reference: float | None
     level: float = 0.95  # of the interval (0.90 for an equivalence's two one-sided tests)
     instances: list[int] | None = None  # per seed, where the interval combines instances
     mean: float = 0.0
@@ -82,9 +86,17 @@ class Effect:
     def __post_init__(self):
         self.mean, self.low, self.high = mean_interval(self.per_seed, self.level)
         self.method = f"t over {len(self.per_seed)} seeds"
-        if self.relative_per_seed is not None:
-            self.relative_mean, self.relative_low, self.relative_high = mean_interval(
-                self.relative_per_seed, self.level)
+        self.set_relative()
+
+    def set_relative(self) -> None:
+        """The effect and its interval as a share of the reference (a ratio of means: the
+        interval the verdict used, rescaled)."""
+        if self.reference is None:
+            self.relative_mean = self.relative_low = self.relative_high = None
+            return
+        self.relative_mean = self.mean / self.reference
+        self.relative_low = None if self.low is None else self.low / self.reference
+        self.relative_high = None if self.high is None else self.high / self.reference
 
     def text(self) -> str:
         """``a - b = +0.12 [+0.05, +0.19], +12%`` (the interval at its level)."""
@@ -196,10 +208,17 @@ def comparison_effect(node, runs: Sequence[Mapping[str, float]], level: float = 
     margins, _, rights = _margins(node, runs)
     if node.op == "==" and not signed_equality:
         margins = [-abs(m) for m in margins]
-    relative = None
-    if all(b != 0 and math.isfinite(b) for b in rights):
-        relative = [d / abs(b) for d, b in zip(margins, rights, strict=True)]
-    return Effect(_label(node, signed_equality), margins, relative, level)
+    return Effect(_label(node, signed_equality), margins, reference_size(rights), level)
+
+
+def reference_size(rights: Sequence[float]) -> float | None:
+    """|mean| of the right-hand side over seeds, or None where it is not clear of 0: zero,
+    not finite, or smaller than its own standard deviation over the seeds (a percentage of a
+    reference that may be 0 means nothing)."""
+    if not rights or not all(math.isfinite(b) for b in rights):
+        return None
+    mean, sd = mean_sd(rights)
+    return abs(mean) if mean != 0 and abs(mean) > sd else None
 
 
 def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]]) -> Effect:
@@ -223,7 +242,7 @@ def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]
     effect.instances = [len(d) for d in diffs]
     effect.method = (f"random effects over {len(pairs)} seeds of "
                      f"{'/'.join(map(str, effect.instances))} paired instances")
-    effect.relative_mean = effect.relative_low = effect.relative_high = None
+    effect.set_relative()
     return effect
 
 
@@ -359,7 +378,7 @@ def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
     for comparison in comparisons(node):
         if rule == "equivalence":
             effect = comparison_effect(comparison, runs, 0.90, signed_equality=True)
-            parts.append(_equivalence_part(comparison, effect, float(claim["margin"])))
+            parts.append(_equivalence_part(comparison, effect, margin_of(claim, runs)))
         else:
             effect = comparison_effect(comparison, runs)
             if instances is not None and len(comparisons(node)) == 1:
@@ -372,6 +391,15 @@ def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
         needed = seeds_needed(effect.mean, mean_sd(effect.per_seed)[1])
     return Verdict(verdict, detail, per_seed, effect, needed, rule,
                    parts if len(parts) > 1 else [])
+
+
+def margin_of(claim: Mapping, runs: Sequence[Mapping[str, float]]) -> float:
+    """An equivalence's margin: declared (``margin``) or measured by the runs
+    (``margin_metric``, its mean over the judged seeds)."""
+    if claim.get("margin_metric"):
+        node = parse_expression(str(claim["margin_metric"]))
+        return sum(value(node, m) for m in runs) / len(runs)
+    return float(claim["margin"])
 
 
 def check_rule(claim: Mapping) -> None:
@@ -390,12 +418,17 @@ def check_rule(claim: Mapping) -> None:
     if rule == "compare" and "==" in ops:
         raise ClaimSyntaxError(f"rule compare needs directional comparisons (< <= > >=), "
                                f"not '==' in '{text}': use exact or equivalence")
-    margin = claim.get("margin")
+    margin, measured = claim.get("margin"), claim.get("margin_metric")
     if rule == "equivalence":
-        if margin is None or not float(margin) > 0:
+        if measured:
+            parse_expression(str(measured))
+            if margin is not None:
+                raise ClaimSyntaxError("a margin is declared (margin) or measured "
+                                       "(margin_metric), not both")
+        elif margin is None or not float(margin) > 0:
             raise ClaimSyntaxError(f"rule equivalence needs a margin > 0 (with its reason), "
                                    f"'{text}' has {margin}")
-    elif margin is not None:
+    elif margin is not None or measured:
         raise ClaimSyntaxError(f"a margin belongs to rule equivalence, not {rule}")
 
 
@@ -431,7 +464,9 @@ def check_claims(key: str, claims: Sequence[Mapping], metrics: Mapping[str, floa
         except ClaimSyntaxError as err:
             raise UserError(f"paper {key}, claim {claim.get('id')}: {err}") from None
         if metrics is not None and node is not None:
-            unknown = sorted(metric_names(node) - set(metrics))
+            measured = claim.get("margin_metric")
+            names = metric_names(node) | (metric_names(parse_expression(measured)) if measured else set())
+            unknown = sorted(names - set(metrics))
             if unknown:
                 raise UserError(f"paper {key}, claim {claim.get('id')}: no metric "
                                 f"{', '.join(unknown)} in this run's metrics.json")

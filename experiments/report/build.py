@@ -39,7 +39,8 @@ from experiments.claims import (
 from experiments.claims.language import comparisons
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
-from experiments.claims.verdicts import MAX_SEEDS_NEEDED, mean_sd
+from experiments.claims.language import parse_expression
+from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
 from experiments.runner.results import read_instances, read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
@@ -166,7 +167,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     claims = []
     for claim in info.get("claims") or []:
         text = claim.get("holds_if")
-        names = sorted(metric_names(parse(text))) if text else []
+        names = sorted(metric_names(parse(text)) | (
+            metric_names(parse_expression(claim["margin_metric"]))
+            if claim.get("margin_metric") else set())) if text else []
         missing = sorted({n for n in names for m in metrics if m.get(n) is None})
         if claim.get("sweep"):
             verdict = sweep_verdict(key, claim)
@@ -180,7 +183,12 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
             "rule": verdict.rule, "test": claim.get("test", "interval"),
-            "margin": claim.get("margin"), "margin_reason": claim.get("margin_reason"),
+            "margin": (margin_of(claim, metrics) if claim.get("rule") == "equivalence"
+                       and metrics and not missing else claim.get("margin")),
+            "margin_metric": claim.get("margin_metric"),
+            "margin_source": claim.get("margin_source"),
+            "margin_reason": claim.get("margin_reason"),
+            "changed_after_results": claim.get("changed_after_results"),
             "scale": claim.get("scale"),
             "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
             "verdict": verdict.verdict, "detail": verdict.detail,
@@ -269,14 +277,25 @@ def verdict_word(verdict: str, stand_in: str | None) -> str:
     return verdict
 
 
+def margin_text(claim: dict[str, Any]) -> str:
+    """``, margin 0.05 (measured: 2 * x_se; metric): reason`` for an equivalence."""
+    declared, measured = claim.get("margin"), claim.get("margin_metric")
+    if declared is None and not measured:
+        return ""
+    amount = f"{declared:.3g}" if declared is not None else ""
+    if measured:
+        amount += f" (measured: {measured})" if amount else f" measured: {measured}"
+    source = f"; {claim['margin_source']}" if claim.get("margin_source") else ""
+    return f", margin {amount}{source}: {claim.get('margin_reason') or ''}"
+
+
 def claim_effect_text(claim: dict[str, Any], stand_in: str | None = None) -> str:
     """The verdict with its effect and the abstract's own magnitude:
     ``holds: acc_mpopd - acc_opd = +0.098 [+0.05, +0.15]; abstract: +6.91 points``."""
     out = verdict_word(claim["verdict"], stand_in)
     if claim["effect"]:
         out += f": {claim['effect']['text']}"
-    if claim.get("margin") is not None:
-        out += f" (margin {claim['margin']:g}: {claim.get('margin_reason') or ''})"
+    out += margin_text(claim)
     if claim["verdict"] == INCONCLUSIVE and claim["seeds_needed"]:
         out += f" ({needs_text(claim['seeds_needed'])})"
     if claim["abstract"]:
@@ -353,7 +372,11 @@ def effect_rows(papers: list[dict[str, Any]]) -> list[dict[str, Any]]:
             mean = (e["relative_mean"] if relative else e["mean"]) * scale
             low = e["relative_low"] if relative else e["low"]
             high = e["relative_high"] if relative else e["high"]
+            margin = c.get("margin") if c["rule"] == "equivalence" else None
+            if margin is not None and relative:
+                margin = margin / e["reference"]
             rows.append({"paper": p["key"], "claim": c["id"], "verdict": c["verdict"],
+                         "rule": c["rule"], "margin": None if margin is None else margin * scale,
                          "sanity": c["sanity"], "unit": "%" if relative else "abs.",
                          "effect": mean, "low": None if low is None else low * scale,
                          "high": None if high is None else high * scale,
@@ -363,11 +386,13 @@ def effect_rows(papers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
-    """The forest plot: one row per claim, grouped by paper, coloured by verdict, the
+    """The forest plot: one row per claim judged by an interval, grouped by paper, coloured
+    by verdict (exact and exists claims are counts of seeds, not drawn), the
     claimed side (right of 0) shaded; relative effects (% of the reference side) and
     absolute ones (own units) in separate panels, each on its own axis."""
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r["rule"] not in ("exact", "exists")]  # counts of seeds
     panels = [(unit, [r for r in rows if r["unit"] == unit]) for unit in ("%", "abs.")]
     panels = [(unit, chosen) for unit, chosen in panels if chosen]
     heights = [max(1.5, 0.22 * len(chosen) + 0.8) for _, chosen in panels]
@@ -378,7 +403,8 @@ def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("effect, > 0 on the claimed side, "
                       + ("% of the reference side" if unit == "%" else
                          "in the claim's own units (its reference is 0 or a threshold)")
-                      + "; bars: the rule's interval over seeds", fontsize=8)
+                      + "; bars: the interval the verdict used (90% for an equivalence, "
+                      "95% otherwise), grey: an equivalence's margin", fontsize=8)
     for verdict in (HOLDS, INCONCLUSIVE, CONTRADICTED):
         axes[0, 0].plot([], [], "o", color=_colour(verdict), label=verdict)
     axes[0, 0].plot([], [], "o", color="grey", mfc="white", label="sanity check")
@@ -396,6 +422,9 @@ def _forest_panel(ax, rows: list[dict[str, Any]]) -> None:
     for i, r in enumerate(rows):
         y = len(rows) - 1 - i
         colour = _colour(r["verdict"])
+        if r.get("margin") is not None:  # an equivalence: the band its interval must stay in
+            ax.fill_betweenx([y - 0.35, y + 0.35], -r["margin"], r["margin"],
+                             color="grey", alpha=0.25, lw=0)
         if r["low"] is not None:
             ax.plot([r["low"], r["high"]], [y, y], color=colour, lw=2, alpha=0.8)
         ax.plot([r["effect"]], [y], "o", color=colour, ms=4,
@@ -523,7 +552,8 @@ def _slim(paper: dict[str, Any]) -> dict[str, Any]:
             "git_sha")
     slim = {k: paper[k] for k in keep}
     slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "rule", "sanity",
-                                         "abstract", "seeds_needed", "effect", "parts")}
+                                         "abstract", "seeds_needed", "effect", "parts",
+                                         "margin", "changed_after_results")}
                       for c in paper["claims"]]
     slim["corrupt"] = len(paper["corrupt"])
     return slim
@@ -574,12 +604,18 @@ def readme_claims(paper: dict[str, Any]) -> str:
         word = verdict_word(c["verdict"], None if c["sanity"] else paper.get("stand_in"))
         text = f"{c['id']} {'(sanity check) ' if c['sanity'] else ''}{word}"
         effect = c.get("effect")
-        if effect and c["verdict"] in JUDGED:
-            interval = (f" [{effect['low']:+.3g}, {effect['high']:+.3g}]"
+        if c["rule"] in ("exact", "exists") and c["verdict"] in JUDGED:
+            text += f" ({c['detail']})"  # a count of seeds: no interval to show
+        elif effect and c["verdict"] in JUDGED:
+            level = "" if effect["level"] == 0.95 else f" {effect['level']:.0%}"
+            interval = (f"{level} [{effect['low']:+.3g}, {effect['high']:+.3g}]"
                         if effect["low"] is not None else "")
             relative = (f", {100 * effect['relative_mean']:+.3g}%"
                         if effect["relative_mean"] is not None else "")
-            text += f" {effect['mean']:+.3g}{interval}{relative}"
+            margin = f", margin {c['margin']:.3g}" if c.get("margin") is not None else ""
+            text += f" {effect['mean']:+.3g}{interval}{relative}{margin}"
+        if c.get("changed_after_results"):
+            text += f" (changed after results: {c['changed_after_results'].split(':')[0]})"
         if c.get("parts") and c["verdict"] != HOLDS:
             text += " (" + "; ".join(f"{part['text']}: {part['verdict']}"
                                      for part in c["parts"]) + ")"

@@ -91,7 +91,7 @@ def moved(key: str, claims: list[dict]) -> list[str]:
 
 def head(key: str) -> str:
     """The page's generated head."""
-    from experiments.report.build import claim_effect_text
+    from experiments.report.build import claim_effect_text, margin_text
 
     info = paper_info(key)
     verdicts = _verdicts(key)
@@ -105,11 +105,12 @@ def head(key: str) -> str:
               "", "| claim | the abstract's words | condition | rule | verdict (last "
               "reproduction) |", "|---|---|---|---|---|"]
     for c in info.get("claims") or []:
-        rule = c.get("rule", "compare") + (f", margin {c['margin']:g}: {c['margin_reason']}"
-                                           if c.get("margin") is not None else "")
+        rule = c.get("rule", "compare") + margin_text(c)
         rule += ", sign test" if c.get("test") == "sign" else ""
         rule += f", over the published sweep {c['sweep']}" if c.get("sweep") else ""
         rule += " (sanity check)" if c.get("sanity") else ""
+        rule += (f"; changed after results: {c['changed_after_results']}"
+                 if c.get("changed_after_results") else "")
         rule = rule if c.get("holds_if") else "-"
         condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
         published = verdicts.get(c["id"])

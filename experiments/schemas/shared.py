@@ -114,6 +114,14 @@ class Rule(StrEnum):
     exists = "exists"  # not always / can change: a verified instance at some seed
 
 
+class MarginSource(StrEnum):
+    """Where an equivalence margin comes from (a test holds every claim to one)."""
+
+    abstract = "abstract"  # derived from the abstract's own numbers (margin_reason says how)
+    convention = "convention"  # a published convention, cited in margin_reason
+    metric = "metric"  # measured by the run itself (margin_metric)
+
+
 class Test(StrEnum):
     interval = "interval"  # the interval of the effect decides (compare)
     sign = "sign"  # a coarse metric: the exact sign test on the untied seeds decides
@@ -129,7 +137,12 @@ class Claim:
     rule: Rule = Rule.compare
     test: Test = Test.interval
     margin: float | None = None  # equivalence: how far from the claimed side still counts
+    # or measured: an expression over the run's metrics, its mean over the judged seeds
+    margin_metric: str | None = None
+    margin_source: MarginSource | None = None
     margin_reason: str | None = None  # where the margin comes from
+    # "<commit>: what changed after the results were known, and why": shown with the verdict
+    changed_after_results: str | None = None
     scale: str | None = None  # with holds_if null: the setting the claim needs
     # judged from this named sweep's published configurations (docs/sweeps/), each by the
     # rule over its seeds: holds when it holds in every configuration
