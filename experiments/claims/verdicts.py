@@ -465,7 +465,8 @@ def check_claims(key: str, claims: Sequence[Mapping], metrics: Mapping[str, floa
             raise UserError(f"paper {key}, claim {claim.get('id')}: {err}") from None
         if metrics is not None and node is not None:
             measured = claim.get("margin_metric")
-            names = metric_names(node) | (metric_names(parse_expression(measured)) if measured else set())
+            names = metric_names(node) | (metric_names(parse_expression(measured))
+                                          if measured else set())
             unknown = sorted(names - set(metrics))
             if unknown:
                 raise UserError(f"paper {key}, claim {claim.get('id')}: no metric "

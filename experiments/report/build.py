@@ -36,10 +36,9 @@ from experiments.claims import (
     paper_verdict,
     parse,
 )
-from experiments.claims.language import comparisons
+from experiments.claims.language import comparisons, parse_expression
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
-from experiments.claims.language import parse_expression
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
 from experiments.runner.results import read_instances, read_json
 
