@@ -3,6 +3,7 @@ paper's claims, the report on a fixture folder of runs, and the README table's f
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from experiments.claims import (
     CONTRADICTED,
     HOLDS,
     INCONCLUSIVE,
+    MISSING,
     NOT_RUN,
     NOT_TESTED,
     ClaimSyntaxError,
@@ -34,6 +36,7 @@ from experiments.report.build import (
     README_START,
     collect,
     readme_table,
+    summarize_folder,
     write_report,
 )
 
@@ -246,13 +249,15 @@ def test_a_rule_that_does_not_fit_its_condition_is_refused(bad, message):
 def test_untestable_and_unrun_claims_never_hold():
     assert judge(claim(None), [{"a": 1}]).verdict == NOT_TESTED
     assert judge(claim("a > 0"), []).verdict == NOT_RUN
-    assert paper_verdict([HOLDS, HOLDS]) == HOLDS
-    assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]) == "holds (2 of 3 tested)"
-    assert paper_verdict([HOLDS, INCONCLUSIVE]) == "partial"
-    assert paper_verdict([INCONCLUSIVE, NOT_TESTED]) == INCONCLUSIVE
-    assert paper_verdict([HOLDS, CONTRADICTED]) == CONTRADICTED
-    assert paper_verdict([NOT_TESTED]) == NOT_TESTED
-    assert paper_verdict([HOLDS, NOT_RUN]) == NOT_RUN
+    assert paper_verdict([HOLDS, HOLDS]).text == HOLDS
+    assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]).text == "holds (2 of 3 tested)"
+    assert paper_verdict([HOLDS, HOLDS, NOT_TESTED]).word == HOLDS
+    assert paper_verdict([HOLDS, INCONCLUSIVE]).word == "partial"
+    assert paper_verdict([INCONCLUSIVE, NOT_TESTED]).word == INCONCLUSIVE
+    assert paper_verdict([HOLDS, CONTRADICTED]).word == CONTRADICTED
+    assert paper_verdict([NOT_TESTED]).word == NOT_TESTED
+    assert paper_verdict([HOLDS, NOT_RUN]).word == NOT_RUN
+    assert paper_verdict([HOLDS, MISSING]).word == "partial"  # a missing metric never holds
 
 
 # -- every paper's claims -------------------------------------------------------------------
@@ -343,7 +348,8 @@ def report_fixture(root: Path) -> Path:
                    "tps_gap_constant_vs_oracle": gap, "tps_change_under_recalibration": 0.05,
                    "auroc_change_under_recalibration": 0.0,
                    "censored_approx_verdict_changed": 1, "ranks_oracle_first_auprc": 1,
-                   "ranks_oracle_first_aurc": 0, "censored_vs_complete_abs_diff": 0.001,
+                   "ranks_oracle_first_aurc": 0,
+                   "censored_vs_complete_abs_diff": 0.0001 * (1 + seed),
                    "censored_vs_complete_stderr": 0.001}
         (run / "results.json").write_text(json.dumps({
             "paper": "tps", "seed": seed, "metrics": metrics, "wall_time_s": 6.0,
@@ -483,7 +489,8 @@ def test_make_reproduce_runs_the_declared_seeds_in_rounds():
 def test_the_report_pairs_the_instances_runs_wrote(tmp_path):
     """tables/instances.csv of each seed's run: a comparison of two metrics is judged on the
     paired instances both were measured on (the claimed side first, for < as for >)."""
-    from experiments.report.build import instance_pairs
+    from experiments.claims.decide import instance_pairs
+    from experiments.runner.results import read_instances
 
     runs = []
     for seed, shift in enumerate((0.2, 0.3, 0.25)):
@@ -494,12 +501,49 @@ def test_the_report_pairs_the_instances_runs_wrote(tmp_path):
             lines += [f"a,task {i},{0.5 + shift + 0.01 * i}", f"b,task {i},{0.5 + 0.02 * i}"]
         lines.append("b,only in b,1.0")
         (folder / "tables" / "instances.csv").write_text("\n".join(lines) + "\n")
-        runs.append({"folder": str(folder)})
-    pairs = instance_pairs("a > b", runs)
+        runs.append({"instances": read_instances(folder)})
+    pairs = instance_pairs({"holds_if": "a > b"}, runs)
     assert len(pairs) == 3 and len(pairs[0]) == 6 and pairs[0][0] == (0.7, 0.5)
-    assert instance_pairs("b < a", runs)[0][0] == (0.7, 0.5)
-    assert instance_pairs("a > 0.5", runs) is None  # a threshold: the seeds decide
-    assert instance_pairs("a > b", runs + [{"folder": str(tmp_path / "none")}]) is None
+    assert instance_pairs({"holds_if": "b < a"}, runs)[0][0] == (0.7, 0.5)
+    assert instance_pairs({"holds_if": "a > 0.5"}, runs) is None  # a threshold: seeds decide
+    assert instance_pairs({"holds_if": "a > b"},
+                          runs + [{"instances": read_instances(tmp_path / "none")}]) is None
+
+
+def test_the_same_runs_get_the_same_verdicts_in_the_report_and_in_a_sweep_summary(tmp_path):
+    """One home for verdicts: three seeds of a paper, with per-instance values, judged by the
+    report and summarised as a sweep, give every claim the same verdict (a metric-against-
+    metric claim uses the instances in both)."""
+    from experiments.runner.sweep_summary import summarize_sweep
+
+    folder = tmp_path / "runs"
+    for seed in range(3):
+        run = folder / "cfbeam" / f"seed{seed}"
+        (run / "tables").mkdir(parents=True)
+        metrics = {m: 1.0 + 0.1 * seed for m in (
+            "tree_budget_slope_vanilla", "tree_budget_slope_cfbeam",
+            "tree_budget_slope_cfbeam_adaptive", "tree_budget_slope_bon",
+            "tree_budget_slope_bon_closed_form", "lm_gap_cfbeam_minus_bon_slope_over_horizon")}
+        lines = ["metric,instance,value"]
+        for arm, base in (("cfbeam", 0.6), ("beam", 0.5), ("bon", 0.3), ("bomaj", 0.4)):
+            values = [base + 0.05 * ((i * (seed + 1)) % 5) for i in range(8)]
+            metrics[f"lm_accuracy_{arm}_longest_L"] = sum(values) / len(values)
+            lines += [f"lm_accuracy_{arm}_longest_L,prompt {i},{v}"
+                      for i, v in enumerate(values)]
+        (run / "tables" / "instances.csv").write_text("\n".join(lines) + "\n")
+        (run / "results.json").write_text(json.dumps({
+            "paper": "cfbeam", "seed": seed, "metrics": metrics, "wall_time_s": 1.0,
+            "overrides": ["+paper=cfbeam", f"seed={seed}"]}))
+    papers, _ = summarize_folder(folder)
+    report = {c["id"]: c["verdict"] for c in next(p for p in papers
+                                                   if p["key"] == "cfbeam")["claims"]}
+    summarize_sweep(folder / "cfbeam", claims=paper_info("cfbeam")["claims"])
+    with (folder / "cfbeam" / "summary.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    sweep = {k.removeprefix("claim_"): v for k, v in row.items() if k.startswith("claim_")}
+    assert sweep == report
+    assert any("instances" in c["effect"]["method"] for p in papers if p["key"] == "cfbeam"
+               for c in p["claims"] if c["effect"])
 
 
 def test_every_threshold_in_a_claim_says_where_it_comes_from():

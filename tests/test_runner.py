@@ -173,7 +173,8 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "text", "holds_if", "scale", "key", "title", "claim", "figure", "name", "source",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
              "extraction_turns", "user_turns", "metric", "over", "abstract", "unit", "meaning",
-             "when", "note", "margin_reason", "stand_in", "sweep", "real_data"}
+             "when", "note", "margin_reason", "stand_in", "sweep", "real_data",
+             "margin_metric", "changed_after_results"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():

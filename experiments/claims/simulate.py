@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from common.streams import Streams
+from experiments.claims.decide import judge_runs
 from experiments.claims.verdicts import CONTRADICTED, HOLDS, judge
 
 SEED_COUNTS = (3, 5, 10)
@@ -40,6 +41,7 @@ class Scenario:
     claim: dict
     true_effect: float | None = None  # for coverage
     replicates: int = REPLICATES
+    through_runs: bool = False  # judged as the report does (judge_runs: missing values)
 
 
 def _runs(effects) -> list[dict]:
@@ -74,6 +76,39 @@ def _instances(mu: float, between: float = 1.0, within: float = 3.0, per_seed: i
     return draw
 
 
+def _conjunction(parts: int):
+    """``parts`` comparisons, every one a null effect (independent normal per seed)."""
+    def draw(rng, n):
+        return [{**{f"a{k}": float(rng.standard_normal()) for k in range(parts)}, "b": 0.0}
+                for _ in range(n)], None
+    return draw
+
+
+def _failure_share(trials: int = 5, rate: float = 0.1):
+    """Failures over ``trials`` trials a seed, the true rate at the claim's bound."""
+    return lambda rng, n: ([{"a": float(rng.binomial(trials, rate)) / trials, "b": rate}
+                            for _ in range(n)], None)
+
+
+def _unequal_instances(mu: float = 0.0):
+    """Seeds of 3 to 100 instances (sd 3) and a seed effect of their own (sd 1)."""
+    def draw(rng, n):
+        theta = mu + rng.standard_normal(n)
+        pairs = [[(float(t + 3 * e), 0.0) for e in rng.standard_normal(int(rng.integers(3, 101)))]
+                 for t in theta]
+        return _runs([np.mean([a for a, _ in p]) for p in pairs]), pairs
+    return draw
+
+
+def _nan_at_a_seed(mu: float = -3.0):
+    """A clear effect against the claim at every seed but one, where the metric is NaN."""
+    def draw(rng, n):
+        runs = _runs(mu + rng.standard_normal(n))
+        runs[int(rng.integers(n))]["a"] = float("nan")
+        return [{"metrics": r, "seed": i} for i, r in enumerate(runs)], None
+    return draw
+
+
 def _exists(p: float):
     """A counterexample found at each seed with probability ``p``."""
     return lambda rng, n: ([{"a": float(x), "b": 1.0} for x in rng.random(n) < p], None)
@@ -83,6 +118,12 @@ COMPARE = {"holds_if": "a > b", "rule": "compare"}
 SIGN = {"holds_if": "a > b", "rule": "compare", "test": "sign"}
 EQUIVALENT = {"holds_if": "a == b", "rule": "equivalence", "margin": 1.0}
 EXISTS = {"holds_if": "a == b", "rule": "exists"}
+BELOW = {"holds_if": "a < b", "rule": "compare"}
+
+
+def _all_parts(parts: int) -> dict:
+    return {"holds_if": " and ".join(f"a{k} > b" for k in range(parts)), "rule": "compare"}
+
 
 SCENARIOS = (
     Scenario("null", "compare", "effect 0, normal", "neither", _normal(0.0), COMPARE, 0.0),
@@ -111,6 +152,15 @@ SCENARIOS = (
     Scenario("a counterexample at 30% of seeds", "exists", "exists", HOLDS, _exists(0.3),
              EXISTS),
     Scenario("no counterexample", "exists", "none exists", "neither", _exists(0.0), EXISTS),
+    *(Scenario(f"conjunction of {k} null parts", "compare (and)", "every part effect 0",
+               "neither", _conjunction(k), _all_parts(k)) for k in (3, 5, 7)),
+    Scenario("failure share at its bound", "compare", "5 trials a seed, rate 0.1 = the bound",
+             "neither", _failure_share(), BELOW),
+    Scenario("unequal instance counts, null", "compare (instances)",
+             "effect 0; seeds sd 1, 3 to 100 instances sd 3", "neither", _unequal_instances(),
+             COMPARE, 0.0, INSTANCE_REPLICATES),
+    Scenario("NaN at a seed", "compare (missing)", "effect -3 sd, NaN at one seed",
+             "neither", _nan_at_a_seed(), COMPARE, through_runs=True),
 )
 
 
@@ -121,7 +171,8 @@ def measure(scenario: Scenario, seeds: int) -> dict[str, float]:
     held = against = covered = intervals = 0
     for _ in range(scenario.replicates):
         runs, instances = scenario.draw(rng, seeds)
-        verdict = judge(scenario.claim, runs, instances)
+        verdict = (judge_runs(scenario.claim, runs) if scenario.through_runs
+                   else judge(scenario.claim, runs, instances))
         held += verdict.verdict == HOLDS
         against += verdict.verdict == CONTRADICTED
         effect = verdict.effect

@@ -52,10 +52,14 @@ from experiments.claims.language import (
     value,
 )
 
+# the verdict words, every one there is (a seed's "holds" / "fails" is a condition)
 HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
 NOT_TESTED, NOT_RUN, NOT_APPLICABLE = "not tested here", "not run", "not applicable here"
+MISSING = "missing"  # a metric absent or not finite at some seed
+EXPLORATORY = "exploratory"  # changed after its preregistration: not counted
 JUDGED = (HOLDS, CONTRADICTED, INCONCLUSIVE)
 PARTIAL = "partial"
+VERDICTS = (*JUDGED, NOT_TESTED, NOT_RUN, NOT_APPLICABLE, MISSING)
 RULES = ("compare", "exact", "equivalence", "exists")
 TESTS = ("interval", "sign")
 MAX_SEEDS_NEEDED = 1000
@@ -111,11 +115,13 @@ class Effect:
 
 @dataclass
 class Part:
-    """One comparison of a claim: its verdict and effect."""
+    """One comparison of a claim: its verdict and effect, and the p-value of the test that
+    its effect lies on the other side (for the family-wise control of a conjunction)."""
 
     verdict: str
     detail: str
     effect: Effect
+    p_against: float = 1.0
 
 
 @dataclass
@@ -161,11 +167,12 @@ def mean_interval(values: Sequence[float], level: float = 0.95
 
 def random_effects_interval(means: Sequence[float], variances: Sequence[float],
                             level: float = 0.95) -> tuple[float, float, float]:
-    """The random-effects mean of per-seed paired means and its Hartung-Knapp interval:
-    statsmodels' ``combine_effects`` with the Paule-Mandel between-seed variance (never
-    negative), the Hartung-Knapp (WLS) variance and a t quantile with k - 1 degrees of
-    freedom. With equal instance counts and spreads it is the t-interval of the per-seed
-    means, so it keeps the between-seed variation (no shortcut to power)."""
+    """The random-effects mean of per-seed paired means and its modified Hartung-Knapp
+    interval: statsmodels' ``combine_effects`` with the Paule-Mandel between-seed variance
+    (never negative), the larger of the Hartung-Knapp (WLS) and the standard variance, and a
+    t quantile with k - 1 degrees of freedom. With equal instance counts and spreads it is
+    the t-interval of the per-seed means, so it keeps the between-seed variation (no
+    shortcut to power)."""
     import numpy as np
     from statsmodels.stats.meta_analysis import combine_effects
 
@@ -173,8 +180,29 @@ def random_effects_interval(means: Sequence[float], variances: Sequence[float],
     variances = np.maximum(np.asarray(variances, float), 1e-300)
     result = combine_effects(np.asarray(means, float), variances, method_re="pm")
     mean = float(result.mean_effect_re)
-    half = t_quantile(k - 1, level) * math.sqrt(float(result.var_hksj_re))
+    # the modified Hartung-Knapp interval (Roever, Knapp & Friede 2015): never narrower than
+    # the standard random-effects one, which HK alone can be with unequal instance counts
+    variance = max(float(result.var_hksj_re), float(result.var_eff_w_re))
+    half = t_quantile(k - 1, level) * math.sqrt(variance)
     return mean, mean - half, mean + half
+
+
+def t_p_value(statistic: float, dof: int, two_sided: bool = True) -> float:
+    """The t-test's p-value (upper tail when one-sided)."""
+    from scipy.stats import t
+
+    tail = float(t.sf(abs(statistic) if two_sided else statistic, dof))
+    return min(1.0, 2 * tail) if two_sided else tail
+
+
+def _half_width_se(effect: Effect, level: float) -> float:
+    """The standard error behind the effect's interval."""
+    return (effect.high - effect.low) / 2 / t_quantile(len(effect.per_seed) - 1, level)
+
+
+def no_spread(values: Sequence[float]) -> bool:
+    """Every seed gave the same value (up to rounding)."""
+    return max(values) - min(values) <= 1e-12 * max(1.0, max(abs(v) for v in values))
 
 
 def seeds_needed(mean: float, sd: float) -> int | None:
@@ -234,7 +262,10 @@ def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]
     diffs = [np.array([a - b for a, b in p], float) for p in pairs]
     means = [float(d.mean()) for d in diffs]
     variances = [float(d.var(ddof=1)) / len(d) for d in diffs]
-    if min(variances) == 0:  # every instance tied at a seed: no weight for it; seeds decide
+    scale = max(1.0, max(float(np.abs(d).max()) for d in diffs))
+    # every instance tied at a seed (a float variance of 1e-33 is a tie too): that seed
+    # would take all the weight; the seeds decide instead
+    if min(variances) <= (1e-12 * scale) ** 2:
         effect.method += " (instances tied within a seed)"
         return effect
     effect.mean, effect.low, effect.high = random_effects_interval(means, variances,
@@ -269,7 +300,8 @@ def _label(node, signed_equality: bool = False) -> str:
 
 # -- the rules -----------------------------------------------------------------------------
 
-def _interval_part(effect: Effect, test: str, per_seed: list[float]) -> Part:
+def _interval_part(effect: Effect, test: str, per_seed: list[float],
+                   deterministic: bool = False) -> Part:
     n = len(per_seed)
     if test == "sign":
         return _sign_part(effect, per_seed)
@@ -278,12 +310,32 @@ def _interval_part(effect: Effect, test: str, per_seed: list[float]) -> Part:
                     "needs at least two", effect)
     if all(v == 0 for v in per_seed) and effect.instances is None:
         return Part(INCONCLUSIVE, f"tied at all {n} seeds: no difference to judge", effect)
+    if no_spread(per_seed) and effect.instances is None:
+        return _without_spread(effect, deterministic, lambda v: v > 0, lambda v: v < 0)
     interval = f"95% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
+    se = _half_width_se(effect, 0.95)
+    p_against = t_p_value(effect.mean / se, n - 1) if effect.mean < 0 and se > 0 else 1.0
     if effect.low > 0:
         return Part(HOLDS, f"{interval} above 0", effect)
     if effect.high < 0:
-        return Part(CONTRADICTED, f"{interval} below 0", effect)
-    return Part(INCONCLUSIVE, f"{interval} spans 0", effect)
+        return Part(CONTRADICTED, f"{interval} below 0", effect, p_against)
+    return Part(INCONCLUSIVE, f"{interval} spans 0", effect, p_against)
+
+
+def _without_spread(effect: Effect, deterministic: bool, claimed, against) -> Part:
+    """Every seed gave the same value: a deterministic arm (``deterministic: true``) is
+    judged on that value; a stochastic one has no spread to judge (its interval would have
+    width 0, and any difference, even 1e-12, would decide)."""
+    n, value = len(effect.per_seed), effect.per_seed[0]
+    if not deterministic:
+        return Part(INCONCLUSIVE, f"the same value at all {n} seeds: no spread to judge (an "
+                    "arm that ignores the seed declares deterministic: true)", effect)
+    where = f"deterministic: {effect.label} = {_signed(value)} at every seed"
+    if claimed(value):
+        return Part(HOLDS, where, effect)
+    if against(value):
+        return Part(CONTRADICTED, where, effect, 0.0)
+    return Part(INCONCLUSIVE, where + " (a tie)", effect)
 
 
 def _sign_part(effect: Effect, per_seed: list[float]) -> Part:
@@ -298,36 +350,70 @@ def _sign_part(effect: Effect, per_seed: list[float]) -> Part:
         return Part(INCONCLUSIVE, f"{tally}: no untied seed", effect)
     p = binomtest(ahead, untied, 0.5).pvalue
     test = f"{tally}; exact sign test on the untied seeds p = {p:.3g}"
+    p_against = p if behind > ahead else 1.0
     if p < ALPHA:
-        return Part(HOLDS if ahead > behind else CONTRADICTED, test, effect)
-    return Part(INCONCLUSIVE, test, effect)
+        return Part(HOLDS if ahead > behind else CONTRADICTED, test, effect, p_against)
+    return Part(INCONCLUSIVE, test, effect, p_against)
 
 
-def _equivalence_part(node, effect: Effect, margin: float) -> Part:
+def _equivalence_part(node, effect: Effect, margin: float, deterministic: bool = False
+                      ) -> Part:
     n = len(effect.per_seed)
     if n < 2:
         return Part(INCONCLUSIVE, "one seed: an equivalence needs an interval", effect)
+    if no_spread(effect.per_seed) and effect.instances is None:
+        if node.op == "==":
+            return _without_spread(effect, deterministic, lambda v: abs(v) < margin,
+                                   lambda v: abs(v) > margin)
+        return _without_spread(effect, deterministic, lambda v: v > -margin,
+                               lambda v: v < -margin)
     interval = f"90% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
+    se = _half_width_se(effect, 0.90)
+    # the one-sided test that the effect lies beyond the margin on the other side (5%)
+    beyond = abs(effect.mean) if node.op == "==" else -effect.mean
+    p_against = t_p_value((beyond - margin) / se, n - 1, two_sided=False) if se > 0 else 1.0
     if node.op == "==":
         if -margin < effect.low and effect.high < margin:
-            return Part(HOLDS, f"{interval} inside ±{margin:g}", effect)
+            return Part(HOLDS, f"{interval} inside ±{margin:g}", effect, p_against)
         if effect.low > margin or effect.high < -margin:
-            return Part(CONTRADICTED, f"{interval} wholly outside ±{margin:g}", effect)
-        return Part(INCONCLUSIVE, f"{interval} not inside ±{margin:g}", effect)
+            return Part(CONTRADICTED, f"{interval} wholly outside ±{margin:g}", effect,
+                        p_against)
+        return Part(INCONCLUSIVE, f"{interval} not inside ±{margin:g}", effect, p_against)
     if effect.low > -margin:
-        return Part(HOLDS, f"{interval} above -{margin:g} (no worse than the margin)", effect)
+        return Part(HOLDS, f"{interval} above -{margin:g} (no worse than the margin)", effect,
+                    p_against)
     if effect.high < -margin:
         return Part(CONTRADICTED, f"{interval} below -{margin:g} (worse than the margin)",
-                    effect)
-    return Part(INCONCLUSIVE, f"{interval} reaches below -{margin:g}", effect)
+                    effect, p_against)
+    return Part(INCONCLUSIVE, f"{interval} reaches below -{margin:g}", effect, p_against)
+
+
+def holm_rejected(parts: list[Part], alpha: float = ALPHA) -> list[Part]:
+    """The parts whose "against" test Holm's step-down procedure rejects at family-wise
+    level ``alpha`` (Holm 1979): the smallest p against alpha / k, the next against
+    alpha / (k - 1), ..., stopping at the first that is not rejected. Only parts
+    contradicted at their own level qualify."""
+    ordered = sorted(parts, key=lambda p: p.p_against)
+    rejected = []
+    for i, part in enumerate(ordered):
+        if part.p_against > alpha / (len(parts) - i) or part.verdict != CONTRADICTED:
+            break
+        rejected.append(part)
+    return rejected
 
 
 def _combine_parts(parts: list[Part]) -> tuple[str, str, Effect]:
-    """A conjunction: holds when every part holds, contradicted when one is; the detail
-    names the parts that decided it."""
+    """A conjunction: holds when every part holds (each at its own level: all must), is
+    contradicted when a part is contradicted under a family-wise control across the parts
+    (Holm), so that k null parts do not give k chances of a false "contradicted"; the
+    detail names the parts that decided it."""
     if len(parts) == 1:
         return parts[0].verdict, parts[0].detail, parts[0].effect
-    contradicted = [p for p in parts if p.verdict == CONTRADICTED]
+    contradicted = holm_rejected(parts)
+    for part in parts:  # against at its own level, but not across the parts
+        if part.verdict == CONTRADICTED and part not in contradicted:
+            part.verdict = INCONCLUSIVE
+            part.detail += f"; not across the {len(parts)} comparisons (Holm)"
     open_parts = [p for p in parts if p.verdict != HOLDS]
     if contradicted:
         deciding, verdict = contradicted, CONTRADICTED
@@ -374,17 +460,18 @@ def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
         effects = [comparison_effect(c, runs) for c in comparisons(node)]
         effect = min(effects, key=lambda e: e.mean)
         return Verdict(verdict, detail, per_seed, effect, rule=rule)
-    parts = []
+    parts, deterministic = [], bool(claim.get("deterministic"))
     for comparison in comparisons(node):
         if rule == "equivalence":
             effect = comparison_effect(comparison, runs, 0.90, signed_equality=True)
-            parts.append(_equivalence_part(comparison, effect, margin_of(claim, runs)))
+            parts.append(_equivalence_part(comparison, effect, margin_of(claim, runs),
+                                           deterministic))
         else:
             effect = comparison_effect(comparison, runs)
             if instances is not None and len(comparisons(node)) == 1:
                 effect = with_instances(effect, instances)
             parts.append(_interval_part(effect, str(claim.get("test") or "interval"),
-                                        effect.per_seed))
+                                        effect.per_seed, deterministic))
     verdict, detail, effect = _combine_parts(parts)
     needed = None
     if verdict == INCONCLUSIVE and rule == "compare" and len(effect.per_seed) > 1:
@@ -432,23 +519,41 @@ def check_rule(claim: Mapping) -> None:
         raise ClaimSyntaxError(f"a margin belongs to rule equivalence, not {rule}")
 
 
-def paper_verdict(verdicts: Sequence[str]) -> str:
-    """One badge for a paper from its (non-sanity) claims' verdicts: contradicted when one
-    is, holds when every tested claim holds ("holds (n of m tested)" when some are not
-    tested here), partial when some hold, inconclusive when none holds or is contradicted.
-    Claims not applicable to the runs judged do not count."""
+@dataclass(frozen=True)
+class PaperVerdict:
+    """A paper's badge: its word and, where some claims were not tested here, how many
+    held of how many counted claims."""
+
+    word: str  # holds | contradicted | partial | inconclusive | not run | not tested here
+    held: int = 0
+    counted: int = 0
+    tested: int = 0
+
+    @property
+    def text(self) -> str:
+        if self.word == HOLDS and self.tested < self.counted:
+            return f"{HOLDS} ({self.held} of {self.counted} tested)"
+        return self.word
+
+
+def paper_verdict(verdicts: Sequence[str]) -> PaperVerdict:
+    """One badge for a paper from its counted (non-sanity, preregistered) claims' verdicts:
+    contradicted when one is, holds when every tested claim holds, partial when some hold,
+    inconclusive when none holds or is contradicted. Claims not applicable to the runs do
+    not count; a claim whose metric is missing at a seed keeps the paper from holding."""
     verdicts = [v for v in verdicts if v != NOT_APPLICABLE]
     if any(v == NOT_RUN for v in verdicts):
-        return NOT_RUN
+        return PaperVerdict(NOT_RUN)
     tested = [v for v in verdicts if v in JUDGED]
-    if not tested:
-        return NOT_TESTED
-    if CONTRADICTED in tested:
-        return CONTRADICTED
     held = tested.count(HOLDS)
-    if held == len(tested):
-        return HOLDS if held == len(verdicts) else f"{HOLDS} ({held} of {len(verdicts)} tested)"
-    return PARTIAL if held else INCONCLUSIVE
+    record = dict(held=held, counted=len(verdicts), tested=len(tested))
+    if not tested:
+        return PaperVerdict(NOT_TESTED, **record)
+    if CONTRADICTED in tested:
+        return PaperVerdict(CONTRADICTED, **record)
+    if held == len(tested) and MISSING not in verdicts:
+        return PaperVerdict(HOLDS, **record)
+    return PaperVerdict(PARTIAL if held else INCONCLUSIVE, **record)
 
 
 def check_claims(key: str, claims: Sequence[Mapping], metrics: Mapping[str, float] | None = None

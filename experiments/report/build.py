@@ -29,14 +29,13 @@ from experiments.claims import (
     PARTIAL,
     Verdict,
     all_papers,
+    claim_metrics,
     is_default,
-    judge,
-    metric_names,
+    judge_runs,
     paper_info,
     paper_verdict,
-    parse,
+    rule_of,
 )
-from experiments.claims.language import comparisons, parse_expression
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
@@ -120,7 +119,7 @@ def sweep_verdict(key: str, claim: dict[str, Any]) -> Verdict:
     """A claim judged on a published sweep (``docs/sweeps/<key>_<sweep>.json``): holds when
     it holds in every configuration (each by the claim's rule over its seeds), contradicted
     when it is contradicted in one, inconclusive otherwise."""
-    name, rule = claim["sweep"], claim.get("rule", "compare")
+    name, rule = claim["sweep"], rule_of(claim)
     record, error = read_json(SWEEPS / f"{key}_{name}.json")
     if record is None:
         return Verdict(NOT_RUN, f"the sweep {name} is not published (make sweep PAPER={key} "
@@ -134,27 +133,6 @@ def sweep_verdict(key: str, claim: dict[str, Any]) -> Verdict:
     return Verdict(verdict, detail, rule=rule)
 
 
-def instance_pairs(text: str, runs: list[dict]) -> list[list[tuple[float, float]]] | None:
-    """Per seed, the (claimed side, other side) values of a comparison of two metrics on
-    each instance both were measured on, where every run wrote them (``tables/
-    instances.csv``); None otherwise."""
-    parts = comparisons(parse(text))
-    if len(parts) != 1 or any(a.op != "metric" for a in parts[0].args) or not runs:
-        return None
-    left, right = (a.args[0] for a in parts[0].args)
-    if parts[0].op in ("<", "<="):
-        left, right = right, left
-    pairs = []
-    for run in runs:
-        values = read_instances(Path(run["folder"])) if run.get("folder") else {}
-        a, b = values.get(left, {}), values.get(right, {})
-        shared = sorted(set(a) & set(b))
-        if len(shared) < 2:
-            return None
-        pairs.append([(a[i], b[i]) for i in shared])
-    return pairs
-
-
 def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     """One paper's verdicts, effects, headline number and runtime over the seeds in
     ``entry``."""
@@ -163,27 +141,19 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     failed = (entry or {}).get("failed", [])
     corrupt = (entry or {}).get("corrupt", [])
     metrics = [r["metrics"] for r in runs]
+    judged_runs = [{**r, "instances": read_instances(Path(r["folder"]))} if r.get("folder")
+                   else r for r in runs]
     claims = []
     for claim in info.get("claims") or []:
         text = claim.get("holds_if")
-        names = sorted(metric_names(parse(text)) | (
-            metric_names(parse_expression(claim["margin_metric"]))
-            if claim.get("margin_metric") else set())) if text else []
-        missing = sorted({n for n in names for m in metrics if m.get(n) is None})
-        if claim.get("sweep"):
-            verdict = sweep_verdict(key, claim)
-        elif missing:  # a run that did not write a metric the claim names
-            verdict = Verdict(NOT_RUN, f"metric missing from metrics.json (or null): "
-                              f"{', '.join(missing)}")
-        else:
-            instances = instance_pairs(text, runs) if text and \
-                claim.get("rule", "compare") == "compare" else None
-            verdict = judge(claim, metrics, instances)
+        names = sorted(claim_metrics(claim))
+        verdict = (sweep_verdict(key, claim) if claim.get("sweep")
+                   else judge_runs(claim, judged_runs))
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
             "rule": verdict.rule, "test": claim.get("test", "interval"),
-            "margin": (margin_of(claim, metrics) if claim.get("rule") == "equivalence"
-                       and metrics and not missing else claim.get("margin")),
+            "margin": (margin_of(claim, metrics) if rule_of(claim) == "equivalence"
+                       and verdict.verdict in JUDGED else claim.get("margin")),
             "margin_metric": claim.get("margin_metric"),
             "margin_source": claim.get("margin_source"),
             "margin_reason": claim.get("margin_reason"),
@@ -203,7 +173,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         mean, sd = mean_sd([float(m[primary]) for m in metrics])
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(metrics)}
     if runs:
-        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]])
+        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]]).text
     else:
         verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
     return {

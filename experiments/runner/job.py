@@ -36,13 +36,12 @@ from common.errors import UserError, ensure_writable
 from common.hub import check_models_cached
 from common.ranks import global_rank, is_global_zero, world_size
 from experiments.claims import (
-    NOT_APPLICABLE,
+    MISSING,
     check_claims,
-    evaluate,
+    claim_metrics,
     is_default,
-    metric_names,
     paper_claims,
-    parse,
+    seed_condition,
 )
 from experiments.claims.metrics import contract, declared_names, headline
 from experiments.runner.context import RunContext
@@ -313,21 +312,11 @@ def _claim_verdicts(key: str, claims: list[dict], metrics: dict, cfg: DictConfig
     required, _ = contract(cfg)
     verdicts = {}
     for claim in claims:
-        text = claim["holds_if"]
-        if text is None:
-            verdicts[claim["id"]] = "not tested here"
-            continue
-        missing = metric_names(parse(text)) - set(metrics)
-        if missing and not missing & required:
-            verdicts[claim["id"]] = NOT_APPLICABLE
-            continue
-        try:
-            check_claims(key, [claim], metrics)
-        except UserError as err:
-            log.error("error: %s", err)
-            verdicts[claim["id"]] = "metric missing"
-            continue
-        verdicts[claim["id"]] = "holds" if evaluate(parse(text), metrics) else "fails"
+        verdicts[claim["id"]] = seed_condition(claim, metrics, required)
+        if verdicts[claim["id"]] == MISSING:  # the protocol broke its metrics contract
+            log.error("error: paper %s, claim %s: a metric it reads is missing from "
+                      "metrics.json or not finite: %s", key, claim["id"],
+                      ", ".join(sorted(claim_metrics(claim) - set(metrics))) or "not finite")
     return verdicts
 
 

@@ -23,14 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.claims import (
     NOT_APPLICABLE,
-    judge,
-    metric_names,
+    NOT_TESTED,
+    judge_runs,
     paper_claims,
     paper_info,
-    parse,
 )
 from experiments.claims.metrics import headline
-from experiments.runner.results import read_json, write_csv
+from experiments.runner.results import read_instances, read_json, write_csv
 
 log = logging.getLogger("paperlab")
 _NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
@@ -60,8 +59,8 @@ def _read_results(sweep_dir: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
         result, error = read_json(path)
         if result is None or not isinstance(result.get("metrics"), dict):
             corrupt.append((path, error or "no metrics"))
-        else:
-            results.append(result)
+        else:  # the per-instance values too: the claims are judged as the report does
+            results.append({**result, "instances": read_instances(path.parent)})
     return results, corrupt
 
 
@@ -101,7 +100,7 @@ def summarize_sweep(sweep_dir: Path, paper=None, title: str | None = None,
             row[f"{name}_mean"] = float(vals.mean()) if vals.size else math.nan
             row[f"{name}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
         for claim in claims or []:
-            row[f"claim_{claim['id']}"] = _verdict(claim, [m["metrics"] for m in members])
+            row[f"claim_{claim['id']}"] = judge_runs(claim, members).verdict
         rows.append(row)
     rows.sort(key=lambda r: tuple(_sort_key(r.get(k, "")) for k in swept))
     csv_path = sweep_dir / "summary.csv"
@@ -196,18 +195,6 @@ def _table(rows: list[dict], swept: list[str], shown: list[str], verdicts: list[
             cells.append(f"**{cell}**" if best.get(m) == i else cell)
         lines.append("| " + " | ".join(cells + [row[v] for v in verdicts]) + " |")
     return lines
-
-
-def _verdict(claim: dict, runs: list[dict]) -> str:
-    """A claim's verdict over one configuration's seeds (``claims.judge``, by its rule);
-    "not applicable here" where the configuration does not write a metric it names."""
-    text = claim.get("holds_if")
-    if text and any(metric_names(parse(text)) - set(m) for m in runs):
-        return NOT_APPLICABLE
-    try:
-        return judge(claim, runs).verdict
-    except Exception as err:  # noqa: BLE001 - a metric this sweep does not write, say
-        return f"error: {err}"
 
 
 def _best_row(rows: list[dict], metric: str, higher_is_better: bool) -> int | None:
@@ -364,7 +351,7 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
         found = []
         for claim in claims:
             if all(r["claims"][claim].startswith("error") or r["claims"][claim] in (
-                    NOT_APPLICABLE, "not tested here") for r in rows):
+                    NOT_APPLICABLE, NOT_TESTED) for r in rows):
                 continue  # the sweep's runs do not write the claim's metrics
             where = [", ".join(f"{k}={v}" for k, v in r["settings"].items())
                      for r in rows if r["claims"][claim] == "holds"]

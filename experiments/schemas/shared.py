@@ -150,6 +150,9 @@ class Claim:
     # the size the abstract reports, shown beside the measured effect ("+6.91 accuracy")
     abstract: str | None = None
     sanity: bool = False  # an identity or implementation check: shown, not counted
+    # the claim's arms ignore the seed (their values are the same at every seed): judged on
+    # that value; a stochastic claim whose seeds all agree has no spread to judge
+    deterministic: bool = False
 
 
 class Better(StrEnum):
