@@ -27,12 +27,15 @@ SCALE    ?= cpu
 PLAN_SCALE := $(if $(filter command line,$(origin SCALE)),$(SCALE),paper)
 GPU      ?= h100-80gb
 REPRODUCE_DIR ?= outputs/reproduce
+STUDY    ?= declared
+PILOT_DIR ?= outputs/pilot
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 REPORT_OUT    ?= outputs/report
 SINCE         ?=
 
 .PHONY: help install run test test-slow test-gpu test-browser test-slurm bench lint sweep summary \
-	reproduce report readme pages list clean plan plan-docs gpu-smoke device-wheels device-check-dry
+	reproduce preregister report readme pages list clean plan plan-docs gpu-smoke device-wheels \
+	device-check-dry
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -99,9 +102,18 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest) [PUBLISH=name]
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1)) $(if $(PUBLISH),--publish $(PUBLISH))
 
-reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; resumes)
+reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; STUDY=confirmatory; resumes)
 	$(PY) -m experiments.runner.reproduce --papers $(PAPERS) --seeds '$(SEEDS)' \
-		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) --scale $(SCALE) $(ARGS)
+		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) --scale $(SCALE) \
+		--study $(STUDY) $(ARGS)
+
+# The pre-registered study: the pilot (make reproduce REPRODUCE_DIR=outputs/pilot, the
+# development seeds), then make preregister (docs/pilot.json, docs/preregistration.json:
+# frozen claims, seed counts from the pilot's power analysis), git commit, then
+# make reproduce STUDY=confirmatory REPRODUCE_DIR=outputs/confirmatory, then make readme
+# REPORT_FROM=outputs/confirmatory.
+preregister: install  ## after the pilot: freeze the claims and the confirmatory seed counts (docs/preregistration.json)
+	$(PY) -m experiments.report.preregister $(PILOT_DIR)
 
 plan: install  ## memory and time of a preset: make plan PAPER=mpopd SCALE=paper GPU=h100-80gb
 	$(TEST_ENV) $(PY) -m experiments.plan +paper=$(PAPER) scale=$(PLAN_SCALE) --gpu $(GPU) $(ARGS)

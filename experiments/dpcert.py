@@ -30,6 +30,7 @@ from methods.dpcert import (
     profile_of,
     radius_by_bisection,
     top_two,
+    toward_other_class,
 )
 from methods.dpcert.training import (
     DPAEnsemble,
@@ -137,18 +138,6 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                                   train_dpsgd, train_plds, draws, gen))
     ctx.save_figure("certified_accuracy_heatmaps", _figure(grids, r_values, radii))
     return metrics
-
-
-def toward_other_class(x: np.ndarray, predicted: np.ndarray, x_train: np.ndarray,
-                       y_train: np.ndarray) -> np.ndarray:
-    """Per test point, the unit direction to the nearest training point of another class
-    than its prediction: the shortest way across the decision boundary the data shows."""
-    out = np.empty_like(x)
-    for i, (point, label) in enumerate(zip(x, predicted, strict=True)):
-        others = x_train[y_train != label]
-        gap = others[np.argmin(np.sum((others - point) ** 2, axis=1))] - point
-        out[i] = gap / max(float(np.linalg.norm(gap)), 1e-12)
-    return out
 
 
 def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_dpsgd,

@@ -174,7 +174,7 @@ def test_certified_radii_match_cohen_without_poisoning():
 def test_the_boundary_attack_points_at_the_nearest_point_of_another_class():
     """Moving a point by the distance to the nearest point of another class along the
     attack's direction lands on that point: the attack crosses where the data does."""
-    from experiments.dpcert import toward_other_class
+    from methods.dpcert import toward_other_class
 
     x_train = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]], np.float32)
     y_train = np.array([0, 1, 1])

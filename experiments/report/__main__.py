@@ -23,6 +23,7 @@ from experiments.report.build import (
 )
 from experiments.report.pages import main as write_pages
 from experiments.report.pages import verdicts_at
+from experiments.report.registration import confirmatory_record
 from experiments.runner.results import read_json
 
 
@@ -63,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         earlier, _ = read_json(target)
         kept = earlier.get("since") if isinstance(earlier, dict) else None
         since = verdicts_at(args.since) if args.since else kept
-        published = {"papers": json.loads((args.out / "summary.json").read_text()),
-                     "timing": timing, "since": since}
+        papers_summary = json.loads((args.out / "summary.json").read_text())
+        published = {"papers": papers_summary, "timing": timing, "since": since}
+        if all(p.get("study") == "confirmatory" for p in papers_summary):
+            published.update(confirmatory_record(papers_summary))
         target.write_text(json.dumps(published, indent=1) + "\n")
         readme = ROOT / "README.md"
         readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import html
 import json
 import math
@@ -39,6 +40,7 @@ from experiments.claims import (
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
+from experiments.report.registration import FIRST_SEED, PREREGISTRATION, status
 from experiments.runner.results import read_instances, read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
@@ -115,6 +117,18 @@ def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
     return None if e is None else {**dataclasses.asdict(e), "text": e.text()}
 
 
+@functools.cache
+def _registered() -> dict | None:
+    record, _ = read_json(PREREGISTRATION)
+    return record
+
+
+def preregistration_status(key: str, claim: dict[str, Any]) -> str:
+    """The claim against docs/preregistration.json: preregistered, exploratory (changed
+    after it) or not preregistered."""
+    return status(key, claim, _registered())
+
+
 def sweep_verdict(key: str, claim: dict[str, Any]) -> Verdict:
     """A claim judged on a published sweep (``docs/sweeps/<key>_<sweep>.json``): holds when
     it holds in every configuration (each by the claim's rule over its seeds), contradicted
@@ -149,6 +163,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         names = sorted(claim_metrics(claim))
         verdict = (sweep_verdict(key, claim) if claim.get("sweep")
                    else judge_runs(claim, judged_runs))
+        registration = preregistration_status(key, claim)
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
             "rule": verdict.rule, "test": claim.get("test", "interval"),
@@ -160,6 +175,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
             "changed_after_results": claim.get("changed_after_results"),
             "scale": claim.get("scale"),
             "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
+            "preregistration": registration,
             "verdict": verdict.verdict, "detail": verdict.detail,
             "per_seed": verdict.per_seed, "seeds_needed": verdict.seeds_needed,
             "effect": _effect_record(verdict),
@@ -172,15 +188,18 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     if primary and metrics and all(primary in m for m in metrics):
         mean, sd = mean_sd([float(m[primary]) for m in metrics])
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(metrics)}
-    if runs:
-        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]]).text
+    if runs:  # exploratory claims (changed after their preregistration) are shown only
+        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]
+                                 and c["preregistration"] != "exploratory"]).text
     else:
         verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
+    seeds = [r.get("seed") for r in runs]
     return {
         "key": key, "title": info["title"], "claim": info["claim"],
+        "study": ("confirmatory" if seeds and min(seeds) >= FIRST_SEED else "declared"),
         "figure_caption": info.get("figure", ""), "verdict": verdict, "claims": claims,
         "stand_in": info.get("stand_in"),
-        "seeds": [r.get("seed") for r in runs], "declared_seeds": info.get("seeds"),
+        "seeds": seeds, "declared_seeds": info.get("seeds"),
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
                    for f in failed],
         "corrupt": corrupt,
@@ -518,11 +537,12 @@ seeds; the detail says how many seeds it would need).</p>
 
 def _slim(paper: dict[str, Any]) -> dict[str, Any]:
     keep = ("key", "verdict", "stand_in", "headline", "runtime_s", "seeds", "declared_seeds",
-            "git_sha")
+            "git_sha", "study")
     slim = {k: paper[k] for k in keep}
     slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "rule", "sanity",
                                          "abstract", "seeds_needed", "effect", "parts",
-                                         "margin", "changed_after_results")}
+                                         "margin", "changed_after_results",
+                                         "preregistration")}
                       for c in paper["claims"]]
     slim["corrupt"] = len(paper["corrupt"])
     return slim
@@ -585,6 +605,8 @@ def readme_claims(paper: dict[str, Any]) -> str:
             text += f" {effect['mean']:+.3g}{interval}{relative}{margin}"
         if c.get("changed_after_results"):
             text += f" (changed after results: {c['changed_after_results'].split(':')[0]})"
+        if c.get("preregistration") == "exploratory":
+            text += " (exploratory: changed after preregistration, not counted)"
         if c.get("parts") and c["verdict"] != HOLDS:
             text += " (" + "; ".join(f"{part['text']}: {part['verdict']}"
                                      for part in c["parts"]) + ")"
@@ -617,20 +639,47 @@ def readme_table(published: dict[str, Any]) -> str:
     from experiments.runner.sweep_summary import regimes
 
     by_key = {p["key"]: p for p in published["papers"]}
-    lines = [README_START, "", timing_text(published.get("timing")), "",
-             "| paper | claim | verdict | claims: verdict, effect [interval over seeds] | "
-             "seeds | runtime | where sweeps found the claims (published sweeps, per "
-             "configuration over seeds) |", "|---|---|---|---|---|---|---|"]
+    pilot = {p["key"]: p for p in (published.get("pilot") or [])}
+    lines = [README_START, "", study_text(published), "", timing_text(published.get("timing")),
+             "", "| paper | claim | verdict | claims: verdict, effect [interval over seeds] | "
+             "seeds | pilot (development seeds) | runtime | where sweeps found the claims "
+             "(published sweeps, per configuration over seeds) |",
+             "|---|---|---|---|---|---|---|---|"]
     for key in all_papers():
         info = paper_info(key)
         p = by_key.get(key)
         verdict = verdict_word(p["verdict"], p.get("stand_in")) if p else NOT_RUN
         claims = readme_claims(p) if p else ""
-        seeds = str(len(p["seeds"])) if p else ""
+        seeds = seed_range_text(p["seeds"]) if p else ""
+        earlier = (f"{pilot[key]['verdict']} ({len(pilot[key]['seeds'])} seeds)"
+                   if key in pilot else "")
         runtime = runtime_text(p) if p else ""
         lines.append(f"| [{key}](docs/papers/{key}.md) | {info['claim']} | {verdict} | "
-                     f"{claims} | {seeds} | {runtime} | {regimes(key)} |")
+                     f"{claims} | {seeds} | {earlier} | {runtime} | {regimes(key)} |")
     return "\n".join(lines + ["", README_END])
+
+
+def seed_range_text(seeds: list[int]) -> str:
+    """``5 (10000-10004)`` for a contiguous range, the count alone for 0..n-1."""
+    if not seeds or seeds == list(range(len(seeds))):
+        return str(len(seeds))
+    return f"{len(seeds)} ({min(seeds)}-{max(seeds)})"
+
+
+def study_text(published: dict[str, Any]) -> str:
+    """Which study the table shows: the confirmatory one (fresh seeds, claims frozen by the
+    preregistration at its commit), or the quick study at the declared seeds."""
+    studies = {p.get("study", "declared") for p in published["papers"]}
+    if studies == {"confirmatory"}:
+        commit = (published.get("preregistration") or {}).get("commit", "")[:7]
+        return ("This table is the **confirmatory study**: every paper on fresh seeds (from "
+                f"10000), its claims and seed counts frozen in docs/preregistration.json at "
+                f"{commit} before those runs (`make reproduce STUDY=confirmatory`); the pilot "
+                "column is the study at the development seeds the counts came from "
+                "(docs/pilot.json). A claim changed after the preregistration is marked "
+                "exploratory and not counted.")
+    return ("This table is the study at each paper's declared seeds from 0 (`make "
+            "reproduce`), the development seeds.")
 
 
 def replace_readme_table(readme: str, table: str) -> str:

@@ -89,6 +89,22 @@ def moved(key: str, claims: list[dict]) -> list[str]:
                                                          if changes else [])]
 
 
+def changes_since_preregistration(key: str) -> list[str]:
+    """The files of this paper (and the shared code) that changed between the
+    preregistration and the confirmatory runs, when the published study is that one."""
+    try:
+        published = json.loads(PUBLISHED.read_text())
+    except (OSError, ValueError):
+        return []
+    changes = (published.get("changes_since_preregistration") or {}).get(key)
+    if changes is None:
+        return []
+    commit = published["preregistration"]["commit"][:7]
+    return ["", f"Code and configuration changed between the preregistration ({commit}) and "
+            "the confirmatory runs" + (": " + ", ".join(f"`{f}`" for f in changes) + "."
+                                       if changes else ": none.")]
+
+
 def head(key: str) -> str:
     """The page's generated head."""
     from experiments.report.build import claim_effect_text, margin_text
@@ -119,6 +135,7 @@ def head(key: str) -> str:
         lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
                      f"| {_cell(verdict)} |")
     lines += moved(key, info.get("claims") or [])
+    lines += changes_since_preregistration(key)
     lines += ["", "Metrics (`paper.metrics`; `{x}` takes each listed value):", "",
               "| metric | better | unit | meaning |", "|---|---|---|---|"]
     for spec in specs(info):

@@ -7,7 +7,9 @@ reproduction has the same seeds for every paper it reached: one multirun of the 
 papers, a job per core, then the papers with a worker pool of their own, one at a time, so
 that no two processes share a core (sharing them made jobs two to three times slower).
 ``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun);
-``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper). Every job
+``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper);
+``--study confirmatory`` runs the seeds the committed docs/preregistration.json declares
+(fresh seeds from 10000, each paper's count from the pilot's power analysis). Every job
 writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (resume).
 ``--papers all`` takes every registered paper, longest first by the cost per seed the last
 published reproduction measured (docs/reproduction.json; a paper it lacks goes first). At
@@ -64,12 +66,38 @@ def job_minutes(folder: Path) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def rounds(papers: list[str], seeds: list[int] | None) -> list[tuple[int | str, list[str]]]:
-    """(seed or seed list, papers) per multirun, in order."""
+def rounds(papers: list[str], seeds: list[int] | None,
+           registered: dict[str, list[int]] | None = None) -> list[tuple[int | str, list[str]]]:
+    """(seed or seed list, papers) per multirun, in order: round i runs each paper's i-th
+    seed (its declared seeds from 0, or the preregistered ones)."""
     if seeds is not None:
         return [(",".join(map(str, seeds)), papers)]
-    declared = {key: int(paper_info(key).get("seeds", 3)) for key in papers}
-    return [(s, [k for k in papers if declared[k] > s]) for s in range(max(declared.values()))]
+    if registered is None:
+        registered = {key: list(range(int(paper_info(key).get("seeds", 3)))) for key in papers}
+    longest = max(len(registered[k]) for k in papers)
+    out = []
+    for i in range(longest):
+        members = [k for k in papers if len(registered[k]) > i]
+        for seed in sorted({registered[k][i] for k in members}):
+            out.append((seed, [k for k in members if registered[k][i] == seed]))
+    return out
+
+
+def confirmatory_plan() -> dict[str, list[int]] | None:
+    """The preregistered seeds, once docs/preregistration.json is committed as it is (the
+    confirmatory runs must come after it in git's order); None, with one line, otherwise."""
+    from experiments.report.registration import PREREGISTRATION, confirmatory_seeds
+
+    committed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--",
+                                str(PREREGISTRATION)], cwd=ROOT).returncode == 0 and \
+        subprocess.run(["git", "ls-files", "--error-unmatch", str(PREREGISTRATION)], cwd=ROOT,
+                       capture_output=True).returncode == 0
+    if not PREREGISTRATION.is_file() or not committed:
+        print("error: the confirmatory study runs the seeds docs/preregistration.json "
+              "declares, after it is committed: make preregister, then git commit it",
+              file=sys.stderr)
+        return None
+    return confirmatory_seeds(json.loads(PREREGISTRATION.read_text()))
 
 
 def run_stoppable(command: list[str], stopped: list[int]) -> int:
@@ -99,14 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--dir", default="outputs/reproduce")
     parser.add_argument("--scale", default="cpu", help="cpu or paper (the presets)")
+    parser.add_argument("--study", default="declared", choices=("declared", "confirmatory"),
+                        help="declared: each paper's paper.seeds from 0 (the quick study); "
+                             "confirmatory: the seeds docs/preregistration.json declares")
     parser.add_argument("overrides", nargs="*", help="passed to every job")
     args = parser.parse_args(argv)
     papers = (longest_first(known_papers()) if args.papers == "all"
               else [p for p in args.papers.split(",") if p])
     seeds = [int(s) for s in args.seeds.split(",") if s] or None
+    registered = None
+    if args.study == "confirmatory":
+        registered = confirmatory_plan()
+        if registered is None:
+            return EXIT_REJECTED
     code, start, stopped = 0, time.perf_counter(), []
     pooled = {key for key in papers if has_worker_pool(key)}
-    for seed, members in rounds(papers, seeds):
+    for seed, members in rounds(papers, seeds, registered):
         # the presets are per paper: at scale=paper, one multirun per paper. At the default
         # scale the one-process papers share the cores (one job per core) and a paper with
         # its own worker pool runs alone: no core is shared by two processes.

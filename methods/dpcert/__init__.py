@@ -19,6 +19,7 @@ from methods.dpcert.certify import (
     naive_certified,
     radius_by_bisection,
     top_two,
+    toward_other_class,
     tradeoff,
 )
 
@@ -26,5 +27,5 @@ __all__ = [
     "EPS_GRID", "certified_radii", "clopper_pearson", "cohen_radius", "dpa_poisoning_pld",
     "dpa_vote_certificate", "dpsgd_group_pld", "gaussian_pld", "gaussian_profile",
     "is_certified", "naive_certified", "profile_of", "radius_by_bisection", "top_two",
-    "tradeoff",
+    "toward_other_class", "tradeoff",
 ]

@@ -139,3 +139,15 @@ def certified_radii(p_a: np.ndarray, p_b: np.ndarray, train_pld, sigma: float, s
         if not covered.any():
             return radius
         radius[covered] = at
+
+
+def toward_other_class(x: np.ndarray, predicted: np.ndarray, x_train: np.ndarray,
+                       y_train: np.ndarray) -> np.ndarray:
+    """Per test point, the unit direction to the nearest training point of another class
+    than its prediction: the shortest way across the decision boundary the data shows."""
+    out = np.empty_like(x)
+    for i, (point, label) in enumerate(zip(x, predicted, strict=True)):
+        others = x_train[y_train != label]
+        gap = others[np.argmin(np.sum((others - point) ** 2, axis=1))] - point
+        out[i] = gap / max(float(np.linalg.norm(gap)), 1e-12)
+    return out

@@ -1,0 +1,112 @@
+"""The preregistration's record and what is read from it: where it lives, the fresh seeds
+the confirmatory study runs, a claim's frozen hash and its status against the record, and
+what publishing the confirmatory study adds (experiments/report/preregister.py writes the
+record; the report and ``make reproduce STUDY=confirmatory`` read it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from typing import Any
+
+from experiments.claims.papers import ROOT
+
+PREREGISTRATION = ROOT / "docs" / "preregistration.json"
+PILOT = ROOT / "docs" / "pilot.json"
+FIRST_SEED = 10000  # disjoint from the development seeds (0-999)
+DEFINITION_KEYS = ("holds_if", "rule", "test", "margin", "margin_metric", "margin_source",
+                   "sanity", "deterministic")
+
+
+def seed_range(count: int) -> list[int]:
+    """The first and last of ``count`` confirmatory seeds."""
+    return [FIRST_SEED, FIRST_SEED + count - 1]
+
+
+def definition(claim: dict) -> dict:
+    """What a claim's verdict depends on (its wording and notes do not)."""
+    return {k: claim.get(k) for k in DEFINITION_KEYS}
+
+
+def claim_hash(key: str, claim: dict) -> str:
+    """The hash of a claim's definition and of its paper's default configuration."""
+    payload = json.dumps({"claim": definition(claim), "config": default_config_hash(key)},
+                         sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def default_config_hash(key: str) -> str:
+    """The hash of a paper's composed default configuration (its seed aside)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from experiments.runner.cli import search_path_override
+    from experiments.schemas import register_schemas
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"+paper={key}", *search_path_override([key])])
+    config = OmegaConf.to_container(cfg, resolve=False)
+    for volatile in ("seed", "hydra", "paths"):
+        config.pop(volatile, None)
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()
+                          ).hexdigest()[:16]
+
+
+def git_commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def status(key: str, claim: dict, registered: dict | None) -> str:
+    """``preregistered`` (identical to its frozen definition), ``exploratory`` (changed
+    after the preregistration, or added since) or ``not preregistered`` (no record)."""
+    if not registered:
+        return "not preregistered"
+    frozen = registered.get("papers", {}).get(key, {}).get("frozen", {}).get(claim["id"])
+    if frozen is None or frozen["hash"] != claim_hash(key, claim):
+        return "exploratory"
+    return "preregistered"
+
+
+def confirmatory_seeds(registered: dict) -> dict[str, list[int]]:
+    """Per paper, the seeds the preregistration declares."""
+    return {key: list(range(p["seed_range"][0], p["seed_range"][1] + 1))
+            for key, p in registered["papers"].items()}
+
+
+def changed_files(since: str, until: str, key: str) -> list[str]:
+    """Files of the paper (its configs, protocol and method) and of the shared code that
+    changed between two commits."""
+    paths = [f"conf/paper/{key}.yaml", f"conf/papers/{key}", f"experiments/{key}.py",
+             f"methods/{key}", "experiments/runner", "experiments/claims", "models", "data",
+             "common", "run.py"]
+    done = subprocess.run(["git", "diff", "--name-only", since, until, "--", *paths],
+                          cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.split() if done.returncode == 0 else [f"(git diff {since}..{until} "
+                                                            "failed)"]
+
+
+def confirmatory_record(papers: list[dict]) -> dict[str, Any]:
+    """What publishing the confirmatory study adds to docs/reproduction.json: the
+    preregistration it follows, the pilot beside it, and per paper the files changed between
+    the preregistration and its runs. ``ValueError`` when a paper's seeds are not the ones
+    the preregistration declares."""
+    registered = json.loads(PREREGISTRATION.read_text())
+    declared = confirmatory_seeds(registered)
+    for paper in papers:
+        if sorted(paper["seeds"]) != declared.get(paper["key"]):
+            raise ValueError(f"{paper['key']}: seeds {paper['seeds']} are not the "
+                             f"preregistered {declared.get(paper['key'])}")
+    pilot = json.loads(PILOT.read_text())["papers"] if PILOT.is_file() else []
+    changes = {p["key"]: sorted({f for sha in p["git_sha"]
+                                 for f in changed_files(registered["commit"], sha, p["key"])})
+               for p in papers}
+    return {"preregistration": {"commit": registered["commit"],
+                                "created": registered["created"]},
+            "pilot": [{k: p[k] for k in ("key", "verdict", "seeds")} for p in pilot],
+            "changes_since_preregistration": changes}
+
+
