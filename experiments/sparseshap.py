@@ -197,9 +197,12 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                 if est == chosen:
                     metrics["relerr_median"] = float(med)
     metrics["smallest_budget_nan_count"] = int(sum(r["n_nan"] for r in rows))
-    for est in estimators:  # failed estimates at the smallest budget, per estimator
+    for est in estimators:  # at the smallest budget: failed estimates, and how far errors go
+        smallest = [r for r in rows if r["estimator"] == est and r["budget"] == budgets[0]]
         metrics[f"smallest_budget_nan_count_{est.removesuffix('_shap')}"] = int(sum(
-            r["n_nan"] for r in rows if r["estimator"] == est and r["budget"] == budgets[0]))
+            r["n_nan"] for r in smallest))
+        metrics[f"smallest_budget_relerr_q3_{est.removesuffix('_shap')}"] = float(
+            smallest[0]["relerr_q3"])
 
     if protocol.compare:
         metrics |= real_game_experiment(ev, estimators, real, data_cfg.real.source, protocol,

@@ -313,10 +313,10 @@ def _claim_verdicts(key: str, claims: list[dict], metrics: dict, cfg: DictConfig
     verdicts = {}
     for claim in claims:
         verdicts[claim["id"]] = seed_condition(claim, metrics, required)
-        if verdicts[claim["id"]] == MISSING:  # the protocol broke its metrics contract
-            log.error("error: paper %s, claim %s: a metric it reads is missing from "
-                      "metrics.json or not finite: %s", key, claim["id"],
-                      ", ".join(sorted(claim_metrics(claim) - set(metrics))) or "not finite")
+        absent = sorted(claim_metrics(claim) - set(metrics))
+        if verdicts[claim["id"]] == MISSING and absent:  # the protocol broke its contract
+            log.error("error: paper %s, claim %s: no metric %s in metrics.json", key,
+                      claim["id"], ", ".join(absent))
     return verdicts
 
 
