@@ -128,8 +128,9 @@ def impossibility_experiment(search_cfg, ctx: RunContext) -> dict[str, float]:
     if found is not None:
         ctx.info(f"no pairwise-proportional output exists for m={found['m']}, k={found['k']}, "
                  f"n={found['n']}: profile {found['profile'].tolist()}")
-        ctx.save_table("pairwise_impossibility", [{"voter": i, "ranking": " > ".join(
-            map(str, row))} for i, row in enumerate(found["profile"])])
+        ctx.save_table("pairwise_impossibility", [{"voter": i, "k": found["k"],
+                                                    "ranking": " > ".join(map(str, row))}
+                                                   for i, row in enumerate(found["profile"])])
     else:
         ctx.info("no profile without a pairwise-proportional output was found within the "
                  f"search budget (sizes {list(search_cfg.sizes)}, n <= {search_cfg.max_n})")

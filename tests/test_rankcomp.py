@@ -142,3 +142,20 @@ def test_psc_rule_satisfies_its_quota_on_random_profiles(quota):
     profile = np.array([[0, 1, 2]] * 3 + [[1, 2, 0], [2, 0, 1], [1, 0, 2], [2, 1, 0]])
     outputs = psc_expanding_approvals(profile, 4, quota="droop")
     assert sum(int(o[0]) == 0 for o in outputs) >= 2  # 3 of 7 voters > 2 * 7 / 5
+
+
+def test_the_impossibility_verifier_agrees_with_the_exhaustive_search():
+    """The integer program that re-verifies a saved profile and the exhaustive search over
+    multisets agree on random small profiles (all feasible at this size, as far as either
+    finds), and identical voters are met by copies of their ranking."""
+    from methods.rankcomp.bruteforce import all_rankings, pairwise_proportional_outputs
+    from methods.rankcomp.verify import no_pairwise_output
+
+    rng = np.random.default_rng(0)
+    perms = all_rankings(3)
+    for _ in range(20):
+        profile = perms[rng.integers(0, len(perms), int(rng.integers(2, 7)))]
+        for k in (2, 3):
+            assert no_pairwise_output(profile, k) == (
+                len(pairwise_proportional_outputs(profile, k)) == 0)
+    assert not no_pairwise_output(np.array([[0, 1, 2]] * 3), 2)

@@ -337,6 +337,24 @@ def _png(path: Path) -> None:
     plt.close(fig)
 
 
+def _tps_tables(run: Path, gap: float) -> None:
+    """The tables the tps existence claims are re-verified from, agreeing with the metrics
+    below: the oracle not first under ECE, AUROC and AURC, first under the scalarized Brier
+    score and AUPRC; recalibration moves TPS by 0.05; censoring flips the order."""
+    tables = run / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / "leaderboard.csv").write_text(
+        "metric,oracle,constant\n"
+        f"tps_brier_uniform,0.1,{0.1 + gap}\nece,0.02,0.01\nauroc,0.7,0.7\naurc,0.3,0.2\n"
+        "scalar_brier,0.1,0.2\nauprc,0.8,0.6\n")
+    (run / "config_resolved.yaml").write_text("method:\n  recalibration: platt\n")
+    (tables / "recalibration.csv").write_text(
+        "recalibration,tps_brier_uniform_before,tps_brier_uniform_after\nplatt,0.2,0.15\n")
+    (tables / "censoring_verdicts.csv").write_text(
+        "design,predictor,complete_only,approx_own_p_stop\n"
+        "designed,oracle,0.1,0.3\ndesigned,tempered,0.2,0.2\n")
+
+
 def report_fixture(root: Path) -> Path:
     """tps at seeds 0 and 1 (an exact check fails at seed 1), a failed rankcomp, a
     non-default tps run."""
@@ -351,6 +369,7 @@ def report_fixture(root: Path) -> Path:
                    "ranks_oracle_first_aurc": 0,
                    "censored_vs_complete_abs_diff": 0.0001 * (1 + seed),
                    "censored_vs_complete_stderr": 0.001}
+        _tps_tables(run, gap)
         (run / "results.json").write_text(json.dumps({
             "paper": "tps", "seed": seed, "metrics": metrics, "wall_time_s": 6.0,
             "overrides": ["+paper=tps", f"seed={seed}"], "git_sha": "abc",
@@ -564,3 +583,21 @@ def test_every_threshold_in_a_claim_says_where_it_comes_from():
             if numbers and not sourced:
                 missing.append(f"{path.name}: {found.group(1)}")
     assert not missing, missing
+
+
+def test_every_existence_claim_is_re_verified_and_an_unverified_instance_does_not_count(
+        tmp_path):
+    import importlib
+
+    from experiments.claims import judge_runs
+
+    for key in all_papers():
+        for c in paper_info(key).get("claims") or []:
+            if c.get("rule") == "exists":
+                module, _, name = c["verify"].partition(":")
+                assert callable(getattr(importlib.import_module(module), name)), c["id"]
+    claim = next(c for c in paper_info("tps")["claims"] if c["id"] == "ece_not_proper")
+    runs = [{"metrics": {"ranks_oracle_first_ece": 0}, "seed": s, "folder": str(tmp_path)}
+            for s in range(3)]  # reported at every seed, but no leaderboard was saved
+    verdict = judge_runs(claim, runs)
+    assert verdict.verdict == INCONCLUSIVE and "failed re-verification" in verdict.detail

@@ -61,6 +61,7 @@ def test_intervals_cover_the_truth_and_false_alarms_stay_under_five_percent(resu
     for n in simulate.SEED_COUNTS:
         assert results[("failure share at its bound", n)]["holds"] <= 0.05
         assert results[("NaN at a seed", n)]["contradicted"] == 0
+        assert results[("spurious instances, re-verified", n)]["holds"] == 0
         unequal = results[("unequal instance counts, null", n)]
         error = 2 * math.sqrt(0.025 * 0.975 / simulate.INSTANCE_REPLICATES)
         assert max(unequal["holds"], unequal["contradicted"]) <= 0.025 + error, unequal

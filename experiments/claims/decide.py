@@ -102,7 +102,26 @@ def judge_runs(claim: Mapping, runs: Sequence[Mapping]) -> Verdict:
     if gaps:
         return Verdict(MISSING, "missing at " + "; ".join(gaps), rule=rule)
     instances = instance_pairs(claim, runs) if rule == "compare" else None
-    return judge(claim, [run["metrics"] for run in runs], instances)
+    verified = ([verifier(claim)(run) for run in runs]
+                if rule == "exists" and claim.get("verify") else None)
+    return judge(claim, [run["metrics"] for run in runs], instances, verified)
+
+
+def verifier(claim: Mapping):
+    """The claim's ``verify`` function (``module:function``): re-checks a reported instance
+    from the run's own files, independently of the run's code; False when it cannot."""
+    import importlib
+
+    module, _, name = str(claim["verify"]).partition(":")
+    check = getattr(importlib.import_module(module), name)
+
+    def verified(run: Mapping) -> bool:
+        try:
+            return bool(check(run))
+        except (OSError, ValueError, KeyError):  # no saved instance, or an unreadable one
+            return False
+
+    return verified
 
 
 def seed_condition(claim: Mapping, metrics: Mapping, required: set[str] = frozenset()) -> str:

@@ -109,6 +109,19 @@ def _nan_at_a_seed(mu: float = -3.0):
     return draw
 
 
+def _spurious(p: float):
+    """Each seed reports an instance with probability ``p``, none of them real."""
+    def draw(rng, n):
+        return [{"metrics": {"a": float(x), "b": 1.0, "real": 0.0}, "seed": i}
+                for i, x in enumerate(rng.random(n) < p)], None
+    return draw
+
+
+def real_instance(run) -> bool:
+    """The re-verification the spurious-instance scenario's claim names."""
+    return run["metrics"]["real"] == 1.0
+
+
 def _exists(p: float):
     """A counterexample found at each seed with probability ``p``."""
     return lambda rng, n: ([{"a": float(x), "b": 1.0} for x in rng.random(n) < p], None)
@@ -119,6 +132,7 @@ SIGN = {"holds_if": "a > b", "rule": "compare", "test": "sign"}
 EQUIVALENT = {"holds_if": "a == b", "rule": "equivalence", "margin": 1.0}
 EXISTS = {"holds_if": "a == b", "rule": "exists"}
 BELOW = {"holds_if": "a < b", "rule": "compare"}
+EXISTS_VERIFIED = {**EXISTS, "verify": "experiments.claims.simulate:real_instance"}
 
 
 def _all_parts(parts: int) -> dict:
@@ -161,6 +175,9 @@ SCENARIOS = (
              COMPARE, 0.0, INSTANCE_REPLICATES),
     Scenario("NaN at a seed", "compare (missing)", "effect -3 sd, NaN at one seed",
              "neither", _nan_at_a_seed(), COMPARE, through_runs=True),
+    Scenario("spurious instances, re-verified", "exists (verify)",
+             "5% of seeds report one, none real", "neither", _spurious(0.05),
+             EXISTS_VERIFIED, through_runs=True),
 )
 
 

@@ -443,10 +443,13 @@ def _counted(per_seed: list[bool], rule: str) -> tuple[str, str]:
 
 
 def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
-          instances: Sequence[Sequence[tuple[float, float]]] | None = None) -> Verdict:
+          instances: Sequence[Sequence[tuple[float, float]]] | None = None,
+          verified: Sequence[bool] | None = None) -> Verdict:
     """The verdict of one claim (``holds_if``, ``rule``, ``margin``, ``test``) over the
     metrics of its seeds' runs; ``instances``, per seed, the (claimed side, other side)
-    values of the claim's comparison on each instance, where the run wrote them."""
+    values of the claim's comparison on each instance, where the run wrote them;
+    ``verified``, per seed, whether an existence instance the run reported was re-verified
+    (an unverified one does not count)."""
     text, rule = claim.get("holds_if"), str(claim.get("rule") or "compare")
     if text is None:
         return Verdict(NOT_TESTED, "no run here tests it (see its scale note)", rule=rule)
@@ -455,8 +458,13 @@ def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
     check_rule(claim)
     node = parse(text)
     per_seed = [evaluate(node, m) for m in runs]
+    if rule == "exists" and verified is not None:
+        reported = sum(per_seed)
+        per_seed = [held and ok for held, ok in zip(per_seed, verified, strict=True)]
     if rule in ("exact", "exists"):
         verdict, detail = _counted(per_seed, rule)
+        if rule == "exists" and verified is not None and reported > sum(per_seed):
+            detail += f" ({reported - sum(per_seed)} reported instance(s) failed re-verification)"
         effects = [comparison_effect(c, runs) for c in comparisons(node)]
         effect = min(effects, key=lambda e: e.mean)
         return Verdict(verdict, detail, per_seed, effect, rule=rule)

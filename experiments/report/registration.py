@@ -16,7 +16,7 @@ PREREGISTRATION = ROOT / "docs" / "preregistration.json"
 PILOT = ROOT / "docs" / "pilot.json"
 FIRST_SEED = 10000  # disjoint from the development seeds (0-999)
 DEFINITION_KEYS = ("holds_if", "rule", "test", "margin", "margin_metric", "margin_source",
-                   "sanity", "deterministic")
+                   "sanity", "deterministic", "verify")
 
 
 def seed_range(count: int) -> list[int]:

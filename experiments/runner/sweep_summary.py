@@ -60,7 +60,8 @@ def _read_results(sweep_dir: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
         if result is None or not isinstance(result.get("metrics"), dict):
             corrupt.append((path, error or "no metrics"))
         else:  # the per-instance values too: the claims are judged as the report does
-            results.append({**result, "instances": read_instances(path.parent)})
+            results.append({**result, "instances": read_instances(path.parent),
+                            "folder": str(path.parent)})
     return results, corrupt
 
 

@@ -153,6 +153,9 @@ class Claim:
     # the claim's arms ignore the seed (their values are the same at every seed): judged on
     # that value; a stochastic claim whose seeds all agree has no spread to judge
     deterministic: bool = False
+    # exists: "module:function" that re-verifies a reported instance from the run's saved
+    # files (the run dict, with its folder); only verified instances count
+    verify: str | None = None
 
 
 class Better(StrEnum):
