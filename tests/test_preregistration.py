@@ -53,17 +53,22 @@ def _pilot(key: str, effects: dict[str, list[float]], runtime: float = 60.0) -> 
         for claim, values in effects.items()]}
 
 
-def test_each_paper_gets_the_count_its_undecided_claims_need_within_the_bounds():
+def test_each_paper_gets_the_count_its_undecided_claims_need_within_the_bounds(monkeypatch):
     # cfbeam: a moderate effect needs ~10 seeds, a tiny one would need hundreds
     moderate, tiny = [0.0, 1.0, 2.0, 1.0, 1.0], [0.1, -0.9, 1.1, 0.2, -0.1]
+    claims = {"paper": [{"id": "share", "holds_if": "a > b", "rule": "compare",
+                         "test": "sign"}]}
+    real = preregister.paper_info
+    monkeypatch.setattr(preregister, "paper_info",
+                        lambda key: {"claims": claims[key]} if key in claims else real(key))
     seeds = plan([_pilot("cfbeam", {"ll_beam_quadratic": moderate,
                                     "lm_cf_beam_vs_ll_beam": tiny}),
                   _pilot("tps", {"constant_predictor_penalized": [5.0, 5.1, 4.9]}),
-                  _pilot("sparseshap", {"more_stable_at_small_budgets": [0, 0, 1]})])
+                  _pilot("paper", {"share": [0.0, 0.0, 0.1]})])
     assert MIN_SEEDS < seeds["cfbeam"]["seeds"] <= MAX_SEEDS
     assert "beyond this study" in seeds["cfbeam"]["claims"]["lm_cf_beam_vs_ll_beam"]["why"]
     assert seeds["tps"]["seeds"] == MIN_SEEDS  # a sanity check does not count
-    assert seeds["sparseshap"]["seeds"] >= MIN_SIGN_SEEDS  # a sign test must be able to decide
+    assert seeds["paper"]["seeds"] >= MIN_SIGN_SEEDS  # a sign test must be able to decide
     for record in seeds.values():
         assert record["seed_range"] == [FIRST_SEED, FIRST_SEED + record["seeds"] - 1]
 
