@@ -158,8 +158,8 @@ def check_groups_used(overrides: list[tuple[str, str]], keys: list[str]) -> None
                             f"would change nothing; drop it (papers that use {group}: "
                             f"{', '.join(papers_using(group)) or 'none'})")
         print(f"note: {key}={value} applies to {', '.join(k for k in keys if k not in ignoring)};"
-              f" {', '.join(ignoring)} {SHARED_GROUPS[group].split(' (')[0]} and ignore it",
-              file=sys.stderr)
+              f" it changes nothing for {', '.join(ignoring)} (each "
+              f"{SHARED_GROUPS[group].split(' (')[0]})", file=sys.stderr)
 
 
 def papers_using(group: str) -> list[str]:
