@@ -36,6 +36,7 @@ from methods.protofmri import (
     pearson,
     pointing_chance,
     pointing_game,
+    random_fourier_features,
     ridge_cv,
     select_prototypes,
     synthesize,
@@ -159,17 +160,24 @@ def fit_encoders(images: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
                                      alphas, protocol.folds, rng)
     else:
         readout = MaxReadout(ridge_cv(a[train], y[train], alphas, protocol.folds, rng))
-    # the black box: the stronger (on held-out mean r) of two ridges on the same backbone's
-    # features, each with its penalty chosen by cross-validation: the position-specific
-    # tokens, and their mean and max over patches (the field's usual pooled features)
-    candidates = {"flat": tokens.reshape(len(images), -1),
-                  "pooled": np.concatenate([tokens.mean(1), tokens.max(1)], axis=1)}
+    # the black box: the strongest (on held-out mean r) of three ridges on the same
+    # backbone's features, each with its penalty chosen by cross-validation: the
+    # position-specific tokens, their mean and max over patches (the field's usual pooled
+    # features), and a Gaussian-kernel expansion of those (random Fourier features: a
+    # nonlinear readout, as the prototype bottleneck is one)
+    pooled = np.concatenate([tokens.mean(1), tokens.max(1)], axis=1)
+    candidates = {"flat": tokens.reshape(len(images), -1), "pooled": pooled,
+                  "kernel": random_fourier_features(pooled, BLACK_BOX_FEATURES,
+                                                    ctx.rng_for("black-box kernel"))}
     black = {name: pearson(ridge_cv(x[train], y[train], alphas, protocol.folds, rng).predict(
         x[test]), y[test]) for name, x in candidates.items()}
     r_black = max(black.values(), key=lambda r: r.mean())
     return Encoders(features, tokens, layer, a, readout,
                     pearson(readout.predict(maps[test]), y[test]), r_black,
                     {name: float(r.mean()) for name, r in black.items()})
+
+
+BLACK_BOX_FEATURES = 2048  # random Fourier features of the kernel black box
 
 
 def _random_split(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:

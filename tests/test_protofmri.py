@@ -383,3 +383,17 @@ def test_the_pointing_games_chance_is_the_share_of_patches_a_concept_touches():
     assert pointing_chance(masks, 4) == pytest.approx(0.25)
     masks[0, 0] = False  # an image without the concept does not count
     assert pointing_chance(masks, 4) == pytest.approx(0.25)
+
+
+def test_random_fourier_features_approximate_the_gaussian_kernel():
+    """Inner products of the features approach exp(-|z - z'|^2 / (2 l^2)) on the
+    standardized rows, l their median distance (Rahimi & Recht 2007)."""
+    from methods.protofmri import random_fourier_features
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 5)) * [1, 2, 3, 4, 5] + 7
+    phi = random_fourier_features(x, 20000, np.random.default_rng(1))
+    z = (x - x.mean(0)) / x.std(0)
+    d2 = ((z[:, None] - z[None]) ** 2).sum(-1)
+    scale = np.median(np.sqrt(d2)[np.triu_indices(40, 1)])
+    assert np.abs(phi @ phi.T - np.exp(-d2 / (2 * scale**2))).max() < 0.05

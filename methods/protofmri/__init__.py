@@ -26,6 +26,7 @@ from methods.protofmri.model import (
     fit_prototypes,
     patch_features,
     push,
+    random_fourier_features,
     ridge_cv,
     ridge_fit,
     select_prototypes,
@@ -37,6 +38,6 @@ __all__ = [
     "Ridge", "attributions", "auroc", "auroc_table", "concept_tuning", "fit_pooled_readout",
     "fit_prototypes", "match_concepts", "noise_ceiling",
     "patch_features", "patch_grid", "pearson", "pointing_chance", "pointing_game", "push",
-    "ridge_cv", "ridge_fit",
+    "random_fourier_features", "ridge_cv", "ridge_fit",
     "select_prototypes", "synthesize", "tuning_recovery",
 ]

@@ -361,3 +361,16 @@ def fit_pooled_readout(maps: np.ndarray, y: np.ndarray, sigmas, alphas, folds: i
         ridge = ridge_cv(pooled[g], y[:, voxels], alphas, folds, rng)
         coef[:, voxels], intercept[voxels] = ridge.coef, ridge.intercept
     return PooledReadout(pools[used], np.searchsorted(used, best), coef, intercept)
+
+
+def random_fourier_features(x: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Random Fourier features of the Gaussian kernel (Rahimi & Recht 2007): sqrt(2 / D)
+    cos(x W + b), W with i.i.d. N(0, 1 / l^2) entries, b uniform on [0, 2 pi); the length
+    scale l is the median distance between the standardized rows (the usual heuristic)."""
+    z = (x - x.mean(0)) / (x.std(0) + 1e-12)
+    sample = z[rng.choice(len(z), size=min(len(z), 500), replace=False)]
+    distances = np.sqrt(((sample[:, None] - sample[None]) ** 2).sum(-1))
+    scale = float(np.median(distances[np.triu_indices(len(sample), 1)])) or 1.0
+    w = rng.standard_normal((z.shape[1], count)) / scale
+    b = rng.uniform(0, 2 * np.pi, count)
+    return np.sqrt(2.0 / count) * np.cos(z @ w + b)
