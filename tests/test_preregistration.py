@@ -139,3 +139,22 @@ def test_the_preregistered_seeds_are_fresh():
         for paper in published["papers"]:
             assert min(paper["seeds"]) >= 1000
             assert sorted(paper["seeds"]) == confirmatory_seeds(record)[paper["key"]]
+
+
+def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
+    """The declared study's table names a preregistered confirmatory study that is not
+    published yet; the confirmatory table names its preregistration's commit."""
+    from experiments.report import build
+
+    declared = {"papers": [{"key": "tps", "study": "declared"}]}
+    monkeypatch.setattr(build, "PREREGISTRATION", tmp_path / "missing.json")
+    assert "preregistered" not in build.study_text(declared)
+    record = tmp_path / "preregistration.json"
+    record.write_text(json.dumps({"commit": "abcdef0123", "first_seed": FIRST_SEED,
+                                  "papers": {"tps": {"seeds": 5}, "jecs": {"seeds": 7}}}))
+    monkeypatch.setattr(build, "PREREGISTRATION", record)
+    text = build.study_text(declared)
+    assert "12 jobs" in text and "abcdef0" in text and "not published yet" in text
+    confirmatory = {"papers": [{"key": "tps", "study": "confirmatory"}],
+                    "preregistration": {"commit": "abcdef0123"}}
+    assert "**confirmatory study**" in build.study_text(confirmatory)

@@ -678,8 +678,16 @@ def study_text(published: dict[str, Any]) -> str:
                 "column is the study at the development seeds the counts came from "
                 "(docs/pilot.json). A claim changed after the preregistration is marked "
                 "exploratory and not counted.")
-    return ("This table is the study at each paper's declared seeds from 0 (`make "
+    text = ("This table is the study at each paper's declared seeds from 0 (`make "
             "reproduce`), the development seeds.")
+    if PREREGISTRATION.is_file():
+        registered = json.loads(PREREGISTRATION.read_text())
+        jobs = sum(p["seeds"] for p in registered["papers"].values())
+        text += (f" The confirmatory study ({jobs} jobs on fresh seeds from "
+                 f"{registered['first_seed']}) is preregistered in docs/preregistration.json "
+                 f"at {registered['commit'][:7]}, from the pilot in docs/pilot.json; it is not "
+                 "published yet.")
+    return text
 
 
 def replace_readme_table(readme: str, table: str) -> str:

@@ -137,6 +137,7 @@ def plan(pilot: list[dict]) -> dict[str, dict[str, Any]]:
 def preregistration(pilot: list[dict]) -> dict[str, Any]:
     """The frozen record: the commit, the seed plan and every claim's hash."""
     seeds = plan(pilot)
+    minutes = {p["key"]: (p.get("runtime_s") or 60.0) / 60 for p in pilot}
     papers = {}
     for key in all_papers():
         claims = paper_info(key).get("claims") or []
@@ -149,7 +150,10 @@ def preregistration(pilot: list[dict]) -> dict[str, Any]:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "pilot": "docs/pilot.json", "first_seed": FIRST_SEED, "power": POWER,
             "alpha": ALPHA, "seed_bounds": [MIN_SEEDS, MAX_SEEDS],
-            "budget_minutes": BUDGET_MINUTES, "papers": papers}
+            "budget_minutes": BUDGET_MINUTES,
+            "planned_job_minutes": round(sum(p["seeds"] * minutes.get(key, 1.0)
+                                             for key, p in papers.items()), 1),
+            "papers": papers}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     PREREGISTRATION.write_text(json.dumps(record, indent=1) + "\n")
     total = sum(p["seeds"] for p in record["papers"].values())
     print(f"{PILOT.relative_to(ROOT)} and {PREREGISTRATION.relative_to(ROOT)}: "
-          f"{total} confirmatory jobs from seed {FIRST_SEED}; commit them before the "
-          "confirmatory run (make reproduce STUDY=confirmatory)")
+          f"{total} confirmatory jobs from seed {FIRST_SEED}, about "
+          f"{record['planned_job_minutes']:.0f} job-minutes at the pilot's speed (the budget: "
+          f"{2 * BUDGET_MINUTES:.0f}); commit them before the confirmatory run (make "
+          "reproduce STUDY=confirmatory)")
     for key, p in record["papers"].items():
         beyond = [c for c, need in p["claims"].items() if "beyond" in need["why"]]
         print(f"  {key:<12} {p['seeds']:>2} seeds" + (f"; beyond this study: "
