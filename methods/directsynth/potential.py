@@ -35,7 +35,6 @@ import itertools
 
 import numpy as np
 
-from common.errors import UserError
 from methods.directsynth.features import TaskView, construct, primitive, task_spec
 from methods.directsynth.proposers import (
     REACHABILITY,
@@ -230,7 +229,7 @@ class PotentialProposer:
                  time_limit: float = 30.0, max_terms: int = 3, weights=(1, 2, 3, -1, -2),
                  relaxed: bool = True, node_limit: int = 1):
         if max_complexity < 1:
-            raise UserError("method.max_concept_complexity must be at least 1")
+            raise ValueError(f"max_complexity must be at least 1, not {max_complexity}")
         self.max_weight, self.time_limit, self.node_limit = max_weight, time_limit, node_limit
         self.max_terms, self.weights = max_terms, tuple(weights)
         self.views = {t.name: TaskView(task_spec(t)) for t in tasks}
