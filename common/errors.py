@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import threading
 from pathlib import Path
 
 
@@ -24,20 +26,16 @@ def did_you_mean(kind: str, name: str, known: list[str]) -> UserError:
 
 def ensure_writable(folder: Path, what: str) -> None:
     """``UserError`` naming ``what`` (the setting the user controls) when ``folder`` cannot be
-    created or written; leaves the file system as it found it."""
+    created or written. Creates nothing: a probe file of this process is written and removed
+    in the folder, or in its nearest existing parent when it does not exist yet, so callers
+    that check the same new folder at once (the ranks of one job, the jobs of a sweep that
+    share a cache folder) cannot remove what another is checking."""
     folder = Path(folder).absolute()
-    created = [p for p in [folder, *folder.parents] if not p.exists()]
+    existing = next(p for p in [folder, *folder.parents] if p.exists())
+    probe = existing / f".write_probe.{os.getpid()}.{threading.get_ident()}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".write_probe"
         probe.write_text("")
         probe.unlink()
     except OSError as err:
         raise UserError(f"{what} is not writable ({err.strerror}); choose a folder you can "
                         "write to (paths.output_dir, paths.cache_dir or hydra.run.dir)") from None
-    finally:
-        for path in created:  # deepest first
-            try:
-                path.rmdir()
-            except OSError:
-                pass

@@ -138,3 +138,26 @@ def queue(env: dict) -> list[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True,
                          env={**os.environ, **env}, check=True).stdout
     return out.split("\n")[:-1]
+
+
+def cancel_all(env: dict) -> None:
+    """Cancel every job and wait until the queue is empty, so that a test that failed or
+    timed out leaves its jobs holding none of the node's cores for the next one."""
+    env = {**os.environ, **env}
+    subprocess.run(["scancel", "--user=root"], capture_output=True, env=env)
+    for _ in range(150):
+        if not queue(env):
+            return
+        time.sleep(0.2)
+
+
+def job_logs(folder: Path, env: dict, lines: int = 15) -> str:
+    """What a failing test shows of its jobs: the queue with Slurm's reason for each job,
+    and the last lines of each task's submitit log under ``folder``."""
+    listing = subprocess.run(["squeue", "-h", "-o", "%i %T %r"], capture_output=True,
+                             text=True, env={**os.environ, **env}).stdout.strip()
+    parts = [f"queue: {listing or 'empty'}"]
+    for log in sorted(Path(folder).rglob(".submitit/*/*_log.*")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"== {log.relative_to(folder)}\n" + "\n".join(tail))
+    return "\n".join(parts)

@@ -94,6 +94,36 @@ def test_a_claim_changed_after_its_preregistration_is_exploratory():
     assert status("ditherq", claim, None) == "not preregistered"
 
 
+def test_a_claim_keeps_its_hash_when_another_claim_or_a_note_changes(monkeypatch, tmp_path):
+    """The paper's configuration is hashed without its claims: a note on one claim (say,
+    that it changed after its results were seen) or a new margin on another leaves a claim's
+    frozen hash as it was; a change to the paper's settings changes every claim's."""
+    import shutil
+
+    import yaml
+
+    from experiments.claims.papers import paper_info
+    from experiments.report import registration
+
+    first, second = paper_info("ditherq")["claims"][:2]
+    before = claim_hash("ditherq", first)
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    monkeypatch.setattr(registration, "ROOT", tmp_path)
+    page = conf / "paper" / "ditherq.yaml"
+    data = yaml.safe_load(page.read_text())
+    claims = data["paper"]["claims"]
+    claims[0]["changed_after_results"] = "a note"
+    claims[1]["margin"] = 0.5
+    header = "# @package _global_\n"
+    page.write_text(header + yaml.safe_dump(data))
+    assert claim_hash("ditherq", first) == before
+    data["protocol"]["n_trials"] += 1
+    page.write_text(header + yaml.safe_dump(data))
+    assert claim_hash("ditherq", first) != before
+    assert claim_hash("ditherq", {**second, "margin": 0.5}) != claim_hash("ditherq", second)
+
+
 def test_an_exploratory_claim_is_shown_but_not_counted(monkeypatch, tmp_path):
     """The report marks the changed claim and judges the paper without it."""
     from experiments.report import build

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from common.errors import UserError
+from common.errors import UserError, ensure_writable
 from experiments.runner.cli import check_arguments, job_name_override
 from experiments.runner.registry import check_paper, known_papers, load_protocol
 from experiments.runner.sweep_summary import summarize_sweep
@@ -223,6 +224,29 @@ def test_numpy_only_paper_never_imports_torch():
 def test_argument_checks(argv, message):
     with pytest.raises(UserError, match=message):
         check_arguments(argv)
+
+
+def test_the_writable_check_holds_when_callers_race(tmp_path):
+    """The ranks of one job and the jobs of a sweep check the same new folders at the same
+    time (two Slurm tasks once lost this race: one found its probe or folder removed by
+    the other and stopped, and the other waited for it forever)."""
+    folders = [tmp_path / str(i) / "cache" for i in range(300)]
+    errors: list[BaseException] = []
+
+    def check_all() -> None:
+        for folder in folders:
+            try:
+                ensure_writable(folder, "paths.cache_dir")
+            except UserError as err:
+                errors.append(err)
+
+    callers = [threading.Thread(target=check_all) for _ in range(6)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert errors == []
+    assert not list(tmp_path.rglob(".write_probe*"))
 
 
 def test_job_folders_are_named_by_swept_keys_only():

@@ -9,11 +9,12 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT
-from .slurm_cluster import missing, one_node_cluster, queue
+from .slurm_cluster import cancel_all, job_logs, missing, one_node_cluster, queue
 from .smoke import DITHERQ_NPY, SMOKE, good_and_bad_vectors
 
 pytestmark = pytest.mark.slurm
@@ -39,10 +40,29 @@ def cluster():
         yield env
 
 
-def _cli(env: dict, *args: str, extra_env: dict | None = None, timeout: int = 300):
-    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout,
-                          env={**os.environ, **env, **(extra_env or {})})
+@pytest.fixture(autouse=True)
+def empty_queue(cluster):
+    """Each test starts on an idle node, whatever the one before it left running."""
+    yield
+    cancel_all(cluster)
+
+
+def _run(command: list[str], env: dict, jobs: Path | None, extra_env: dict | None = None,
+         timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``command`` against the cluster; a timeout fails the test with the jobs' logs
+    under ``jobs`` (where the job stopped, and Slurm's reason for what still waits)."""
+    try:
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, **env, **(extra_env or {})})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(command[:6])} ... timed out after {timeout} s\n"
+                    + (job_logs(jobs, env) if jobs else ""))
+
+
+def _cli(env: dict, *args: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    jobs = next((Path(a.split("=", 1)[1]) for a in args
+                 if a.startswith(("hydra.sweep.dir=", "hydra.run.dir="))), None)
+    return _run([sys.executable, "run.py", *args], env, jobs, extra_env)
 
 
 def _same_metrics(a: dict, b: dict) -> list[str]:
@@ -76,13 +96,14 @@ def test_one_training_job_as_two_slurm_tasks(cluster, tmp_path):
     proc = _cli(cluster, "-m", *CFBEAM_DDP, f"paths.cache_dir={cache}", "logger=wandb", *SLURM,
                 "hydra.launcher.tasks_per_node=2", f"hydra.sweep.dir={sweep}",
                 extra_env={"WANDB_MODE": "offline"})
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:] + job_logs(sweep, cluster)
     (job,) = [p.parent for p in sweep.glob("*/results.json")]
     assert sorted(p.name for p in sweep.glob("*/failed.json")) == []
     results = json.loads((job / "results.json").read_text())
     assert results["processes"] == {"writer_rank": 0, "world_size": 2}
-    logs = {p.name.split("_")[1] for p in sweep.glob(".submitit/*/*_log.out")}
-    assert logs == {"0", "1"}  # both tasks ran
+    logs = {p.name.split("_")[1]: p.read_text() for p in sweep.glob(".submitit/*/*_log.out")}
+    assert sorted(logs) == ["0", "1"]  # both tasks ran, neither stopped early
+    assert not [rank for rank, text in logs.items() if "stopped:" in text], logs
     (entry,) = (cache / "tiny-lm").iterdir()  # one published cache entry
     slurm_checksums = json.loads((entry / "training_report.json").read_text())[
         "replica_checksums"]
@@ -119,7 +140,7 @@ def test_a_preempted_job_finishes_on_its_second_start(cluster, tmp_path):
         time.sleep(0.2)
     else:
         launcher.kill()
-        pytest.fail("the job never started streaming curves.csv")
+        pytest.fail("the job never started streaming curves.csv\n" + job_logs(sweep, cluster))
     (job_id,) = [line.split()[0] for line in queue(cluster)]
     subprocess.run(["scancel", "--signal=USR2", job_id], env={**os.environ, **cluster},
                    check=True)
@@ -156,13 +177,11 @@ def test_make_reproduce_on_the_cluster_resumes(cluster, tmp_path):
     folder = tmp_path / "reproduce"
     command = ["make", "-s", "reproduce", "LAUNCHER=submitit_slurm", "PAPERS=tps,rankcomp",
                "SEEDS=0", f"REPRODUCE_DIR={folder}"]
-    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                           env={**os.environ, **cluster})
+    first = _run(command, cluster, folder)
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     written = {p: p.stat().st_mtime_ns for p in folder.glob("*/seed0/results.json")}
     assert sorted(p.parent.parent.name for p in written) == ["rankcomp", "tps"]
-    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                           env={**os.environ, **cluster})
+    again = _run(command, cluster, folder)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     logs = "".join(p.read_text() for p in folder.rglob(".submitit/*/*_log.out"))
     assert logs.count("skipping:") == 2  # the second run's jobs found their results

@@ -377,11 +377,13 @@ def _stop_with_launcher() -> None:
 
 def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: BaseException,
                     multirun: bool) -> None:
-    """Write ``failed.json``; in a multirun also log the one line the sweep reports."""
-    if not is_global_zero():
-        return None
+    """Write ``failed.json``; in a multirun also log the one line the sweep reports. The
+    other ranks of a multi-process launch write nothing, but say why they stopped."""
     interrupted = isinstance(err, Interrupted | KeyboardInterrupt)
     message = (f"interrupted ({err})" if interrupted else f"{type(err).__name__}: {err}")
+    if not is_global_zero():
+        log.error("rank %d of %d stopped: %s", global_rank(), world_size(), message)
+        return None
     if (output_dir / "results.json").exists():  # a folder of another run: leave it alone
         log.error("job %s: %s", output_dir, message)
         return None
