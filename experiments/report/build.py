@@ -10,6 +10,7 @@ claims over its seeds (``claims.judge``, each claim by its rule); ``write_report
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import html
@@ -121,6 +122,20 @@ def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
 def _registered() -> dict | None:
     record, _ = read_json(PREREGISTRATION)
     return record
+
+
+@contextlib.contextmanager
+def before_preregistration():
+    """Summaries as they are before docs/preregistration.json exists, every claim "not
+    preregistered": the pilot's, which the preregistration is made from (so that making it
+    again gives the same pilot, whatever record is on disk)."""
+    global _registered
+    kept = _registered
+    _registered = lambda: None  # noqa: E731
+    try:
+        yield
+    finally:
+        _registered = kept
 
 
 def preregistration_status(key: str, claim: dict[str, Any]) -> str:

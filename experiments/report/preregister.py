@@ -157,7 +157,7 @@ def preregistration(pilot: list[dict]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from experiments.report.build import summarize_folder
+    from experiments.report.build import before_preregistration, summarize_folder
 
     parser = argparse.ArgumentParser(prog="python -m experiments.report.preregister",
                                      description=__doc__.split("\n\n")[0])
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.pilot} is not a folder of runs (run the pilot first: make "
               "reproduce REPRODUCE_DIR=outputs/pilot)", file=sys.stderr)
         return 1
-    papers, _ = summarize_folder(args.pilot)
+    with before_preregistration():
+        papers, _ = summarize_folder(args.pilot)
     missing = [p["key"] for p in papers if not p["seeds"]]
     if missing:
         print(f"error: the pilot has no finished run of {', '.join(missing)}", file=sys.stderr)
