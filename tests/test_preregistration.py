@@ -188,3 +188,16 @@ def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
     confirmatory = {"papers": [{"key": "tps", "study": "confirmatory"}],
                     "preregistration": {"commit": "abcdef0123"}}
     assert "**confirmatory study**" in build.study_text(confirmatory)
+
+
+def test_the_pilot_is_summarized_as_before_any_record():
+    """Making the preregistration again reads the pilot as the first time did: no claim is
+    judged against the record on disk (which the pilot itself produced)."""
+    from experiments.claims.papers import paper_info
+    from experiments.report.build import before_preregistration, preregistration_status
+
+    claim = {**paper_info("ditherq")["claims"][1], "margin": 123.0}  # not as frozen
+    assert preregistration_status("ditherq", claim) == "exploratory"
+    with before_preregistration():
+        assert preregistration_status("ditherq", claim) == "not preregistered"
+    assert preregistration_status("ditherq", claim) == "exploratory"
