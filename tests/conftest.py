@@ -76,7 +76,36 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory, worker_id):
+def shared_folder(tmp_path_factory, worker_id) -> Path:
+    """A folder every xdist worker of this test run sees (the base folder of its workers)."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared if worker_id == "master" else shared.parent
+
+
+@pytest.fixture(scope="session")
+def once_per_run(shared_folder):
+    """``once_per_run(name, make)``: ``make()`` computed by the first xdist worker to ask
+    (the others wait on its lock) and pickled, so an expensive result shared by several
+    tests is computed once per test run, not once per worker."""
+    import pickle
+
+    from filelock import FileLock
+
+    def get(name: str, make):
+        path = shared_folder / f"{name}.pickle"
+        with FileLock(f"{path}.lock"):
+            if not path.is_file():
+                value = make()
+                temporary = path.with_suffix(".partial")
+                temporary.write_bytes(pickle.dumps(value))
+                temporary.rename(path)
+        return pickle.loads(path.read_bytes())
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def smoke_run(shared_folder):
     """``smoke_run(key)``: the paper's smoke configuration (tests/smoke.py) run once per test
     run from an empty cache, shared by the xdist workers (the first to ask runs it while
     the others wait on its lock); returns its metrics and run folder (read them, don't
@@ -86,12 +115,8 @@ def smoke_run(tmp_path_factory, worker_id):
 
     from .smoke import SMOKE
 
-    shared = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
-        shared = shared.parent  # the base folder of this run's workers
-
     def run(key: str) -> tuple[dict, Path]:
-        root = shared / f"smoke-{key}"
+        root = shared_folder / f"smoke-{key}"
         with FileLock(f"{root}.lock"):
             if not (root / "run" / "metrics.json").is_file():
                 shutil.rmtree(root, ignore_errors=True)  # a run that failed halfway

@@ -161,7 +161,7 @@ def test_certified_radii_match_cohen_without_poisoning():
     """With no poisoning the per-point grid radius is Cohen's radius rounded down to the grid;
     poisoning only shrinks it."""
     p_a = np.array([0.3, 0.6, 0.8, 0.95, 0.99])
-    sigma, step = 0.25, 0.01
+    sigma, step = 0.25, 0.025  # one PLD composition a grid step: the grid's cost
     radius = certified_radii(p_a, 1 - p_a, gaussian_pld(sigma, 0.0), sigma, step)
     cohen = cohen_radius(p_a, sigma)
     assert radius[0] == -1.0

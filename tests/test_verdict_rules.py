@@ -20,8 +20,8 @@ CONSERVATIVE = ("instances, null", "instances, effect", "unequal instance counts
 
 
 @pytest.fixture(scope="module")
-def results():
-    return simulate.measure_all()
+def results(once_per_run):
+    return once_per_run("verdict_rules_simulation", simulate.measure_all)
 
 
 def test_the_published_table_is_the_measured_one(results):

@@ -13,6 +13,7 @@ no indexing, no call but ``abs``). How seeds combine into a verdict is verdicts.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -120,11 +121,14 @@ class _Parser:
         return Node("metric", (token,))
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(text: str) -> Node:
-    """The condition's tree; ``ClaimSyntaxError`` (one line) when it is not in the language."""
+    """The condition's tree; ``ClaimSyntaxError`` (one line) when it is not in the language.
+    Trees are immutable, so one parse serves every caller."""
     return _Parser(text).condition()
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_expression(text: str) -> Node:
     """An arithmetic expression over metrics (a measured margin), no comparison."""
     parser = _Parser(text)

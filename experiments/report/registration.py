@@ -5,8 +5,10 @@ record; the report and ``make reproduce STUDY=confirmatory`` read it)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import subprocess
 from typing import Any
 
@@ -39,7 +41,17 @@ def claim_hash(key: str, claim: dict) -> str:
 def default_config_hash(key: str) -> str:
     """The hash of a paper's composed default configuration (its seed aside). Its claims are
     left out: each claim's definition is hashed on its own (:func:`claim_hash`), so a note
-    added to one claim, or a change to another, leaves a claim's frozen hash as it was."""
+    added to one claim, or a change to another, leaves a claim's frozen hash as it was.
+    Composed once per paper and state of the config files (a report hashes every claim)."""
+    conf = str(ROOT / "conf")
+    files = sorted((folder, name, os.stat(os.path.join(folder, name)).st_mtime_ns,
+                    os.stat(os.path.join(folder, name)).st_size)
+                   for folder, _, names in os.walk(conf) for name in names)
+    return _composed_config_hash(key, conf, hash(tuple(files)))
+
+
+@functools.cache
+def _composed_config_hash(key: str, conf: str, files_state: int) -> str:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -47,7 +59,7 @@ def default_config_hash(key: str) -> str:
     from experiments.schemas import register_schemas
 
     register_schemas()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
         cfg = compose("config", overrides=[f"+paper={key}", *search_path_override([key])])
     config = OmegaConf.to_container(cfg, resolve=False)
     for volatile in ("seed", "hydra", "paths"):

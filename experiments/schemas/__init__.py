@@ -90,7 +90,8 @@ def register_schemas() -> None:
 
     register_resolvers()
     store = ConfigStore.instance()
-    store.store(group="schema", name="root", node=shared.RootConfig)
+    if "root.yaml" in store.repo.get("schema", {}):
+        return  # stored already in this process (converting every schema takes 0.2 s)
     store.store(group="schema", name="trainer", node=shared.TrainerConfig)
     store.store(group="schema", name="paper", node=shared.PaperInfo)
     for name, schema in shared.MODELS.items():
@@ -100,6 +101,7 @@ def register_schemas() -> None:
                            ("protocol", all_protocol_schemas())):
         for name, schema in schemas.items():
             store.store(group=f"schema/{group}", name=name, node=schema)
+    store.store(group="schema", name="root", node=shared.RootConfig)  # last: the mark of done
 
 
 def check_values(cfg: DictConfig) -> None:

@@ -65,26 +65,41 @@ def _nearest(queries: torch.Tensor, keys: torch.Tensor, exclude_self: bool,
     return torch.cat(out)
 
 
+def _attention_step(queries: torch.Tensor, keys: torch.Tensor, params: FlowParams, kind: str,
+                    exclude_self: bool = False) -> torch.Tensor:
+    """Attn(queries; keys) - queries for ``nearest``, Attn(queries; keys) for ``softmax``."""
+    if kind == "softmax":
+        return _softmax_attention(queries, keys, params.A)
+    return _nearest(queries, keys, exclude_self=exclude_self) - queries
+
+
+def context_trajectory(context: torch.Tensor, params: FlowParams, depth: int,
+                       kind: str = "softmax") -> list[torch.Tensor]:
+    """The context particles before each of the ``depth`` blocks (they interact with each other
+    only: no token moves them, so one trajectory serves every token)."""
+    if kind not in ("softmax", "nearest"):
+        raise ValueError(f"unknown attention kind '{kind}'; known: softmax, nearest")
+    contexts = [context]
+    for _ in range(depth - 1):  # the last block's context update cannot reach a token
+        ctx = contexts[-1]
+        dctx = _attention_step(ctx, ctx, params, kind, exclude_self=True)
+        contexts.append(ctx + (1.0 / depth) * dctx @ params.V.T)
+    return contexts
+
+
+def flow_through(token: torch.Tensor, contexts: list[torch.Tensor], params: FlowParams,
+                 kind: str = "softmax") -> torch.Tensor:
+    """Tokens (q, d) after one block per entry of ``contexts`` (``context_trajectory``)."""
+    x, step = token, 1.0 / len(contexts)
+    for ctx in contexts:
+        x = x + step * _attention_step(x, ctx, params, kind) @ params.V.T
+    return x
+
+
 def finite_context_flow(token: torch.Tensor, context: torch.Tensor, params: FlowParams,
                         depth: int, kind: str = "softmax") -> torch.Tensor:
     """Tokens (q, d) after ``depth`` blocks with an interacting finite context (n, d)."""
-    if kind not in ("softmax", "nearest"):
-        raise ValueError(f"unknown attention kind '{kind}'; known: softmax, nearest")
-    x, ctx = token, context
-    step = 1.0 / depth
-    for layer in range(depth):
-        if kind == "softmax":
-            dx = _softmax_attention(x, ctx, params.A)
-        else:
-            dx = _nearest(x, ctx, exclude_self=False) - x
-        if layer < depth - 1:  # the last block's context update cannot reach the token
-            if kind == "softmax":
-                dctx = _softmax_attention(ctx, ctx, params.A)
-            else:
-                dctx = _nearest(ctx, ctx, exclude_self=True) - ctx
-            ctx = ctx + step * dctx @ params.V.T
-        x = x + step * dx @ params.V.T
-    return x
+    return flow_through(token, context_trajectory(context, params, depth, kind), params, kind)
 
 
 def gaussian_context_flow(token: torch.Tensor, mean: torch.Tensor, cov: torch.Tensor,
@@ -116,9 +131,10 @@ def flow_lipschitz(params: FlowParams, context: torch.Tensor, depth: int, pairs:
     dimension grows."""
     d = context.shape[1]
     tokens = torch.randn(pairs, d, generator=generator, dtype=context.dtype) / d**0.5
+    contexts = context_trajectory(context, params, depth)  # the same for every token
 
     def one_token(x: torch.Tensor) -> torch.Tensor:
-        return finite_context_flow(x[None], context, params, depth)[0]
+        return flow_through(x[None], contexts, params)[0]
 
     norms = [torch.linalg.matrix_norm(torch.autograd.functional.jacobian(
         one_token, x, vectorize=True), 2) for x in tokens]
