@@ -47,6 +47,7 @@ from experiments.claims.metrics import contract, declared_names, headline
 from experiments.runner.context import RunContext
 from experiments.runner.registry import check_paper, load_protocol
 from experiments.runner.results import (
+    REFUSED,
     clean_metrics,
     config_hash,
     git_sha,
@@ -386,6 +387,8 @@ def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: Base
         return None
     if (output_dir / "results.json").exists():  # a folder of another run: leave it alone
         log.error("job %s: %s", output_dir, message)
+        if multirun:  # the sweep still counts it: a record at the sweep's root
+            _record_refusal(hydra_cfg, output_dir, message)
         return None
     if not multirun:
         _to_log_file(f"run failed: {message}")  # the console line is printed by the caller
@@ -405,6 +408,16 @@ def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: Base
             log.error("%s", traceback.format_exc())
         log.error("job failed: %s (%s)", message, output_dir / "failed.json")
     return None
+
+
+def _record_refusal(hydra_cfg: Any, output_dir: Path, message: str) -> None:
+    """``<sweep dir>/refused/job<num>.json``: a job of a multirun that could not run in its
+    folder (it holds another configuration's results), counted as failed by the sweep."""
+    folder = Path(hydra_cfg.sweep.dir) / REFUSED
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / f"job{hydra_cfg.job.num}.json",
+               {"folder": str(output_dir), "error": message,
+                "overrides": list(hydra_cfg.overrides.task)})
 
 
 def _to_log_file(message: str) -> None:

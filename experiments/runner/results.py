@@ -14,6 +14,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+# at a sweep's root: a record per job refused because its run folder holds another
+# configuration's results (counted as a failed job by the sweep)
+REFUSED = "refused"
 _VERSIONED_PACKAGES = ("numpy", "scipy", "torch", "hydra-core", "omegaconf", "lightning",
                        "transformers", "datasets", "wandb", "scikit-learn")
 

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from experiments.claims import (
     paper_info,
 )
 from experiments.claims.metrics import headline
-from experiments.runner.results import read_instances, read_json, write_csv
+from experiments.runner.results import REFUSED, read_instances, read_json, write_csv
 
 log = logging.getLogger("paperlab")
 _NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
@@ -77,8 +78,9 @@ def summarize_sweep(sweep_dir: Path, paper=None, title: str | None = None,
     ``fits``: name -> {metric, over}, log-log slopes written to ``fits.json`` and the table's
     notes (the paper's ``sweep_fits``)."""
     results, corrupt = _read_results(sweep_dir)
-    failed = sorted(p for p in sweep_dir.rglob("failed.json"))
-    last_sweep.update(corrupt=corrupt)
+    failed = sorted(sweep_dir.rglob("failed.json")) + sorted((sweep_dir / REFUSED).glob("*.json"))
+    last_sweep.update(dir=sweep_dir, jobs=len(results) + len(failed), failed=failed,
+                      corrupt=corrupt)
     if not results:
         log.warning("sweep %s: no job finished (%d failed, %d corrupt)", sweep_dir,
                     len(failed), len(corrupt))
@@ -134,7 +136,6 @@ def summarize_sweep(sweep_dir: Path, paper=None, title: str | None = None,
         _plot(tmp.with_suffix(".png"), rows, swept, plotted, title or sweep_dir.name,
               primary.get(plotted))
         tmp.with_suffix(".png").replace(sweep_dir / "summary.png")
-    last_sweep.update(dir=sweep_dir, jobs=len(results) + len(failed), failed=failed)
     log.info("sweep summary: %s (%d jobs, %d configurations, %d failed)",
              csv_path, len(results), len(rows), len(failed))
     return csv_path
@@ -277,6 +278,10 @@ class SweepSummary(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         if str(config.hydra.mode) == "RunMode.MULTIRUN":
             self._refresh(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A rerun of the sweep judges its own refusals, not an earlier run's."""
+        shutil.rmtree(Path(config.hydra.sweep.dir) / REFUSED, ignore_errors=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._refresh(config)
