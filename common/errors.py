@@ -24,6 +24,9 @@ def did_you_mean(kind: str, name: str, known: list[str]) -> UserError:
     return UserError(f"unknown {kind} '{name}'{hint} known: {', '.join(sorted(known))}")
 
 
+NAME_MAX = 255  # bytes of one path component on Linux file systems
+
+
 def ensure_writable(folder: Path, what: str) -> None:
     """``UserError`` naming ``what`` (the setting the user controls) when ``folder`` cannot be
     created or written. Creates nothing: a probe file of this process is written and removed
@@ -31,6 +34,10 @@ def ensure_writable(folder: Path, what: str) -> None:
     that check the same new folder at once (the ranks of one job, the jobs of a sweep that
     share a cache folder) cannot remove what another is checking."""
     folder = Path(folder).absolute()
+    too_long = [part for part in folder.parts if len(part.encode()) > NAME_MAX]
+    if too_long:
+        raise UserError(f"{what}: the folder name '{too_long[0][:40]}...' has "
+                        f"{len(too_long[0].encode())} bytes, over the file system's {NAME_MAX}")
     existing = next(p for p in [folder, *folder.parents] if p.exists())
     probe = existing / f".write_probe.{os.getpid()}.{threading.get_ident()}"
     try:

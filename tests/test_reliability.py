@@ -38,3 +38,16 @@ def test_sweep_jobs_refused_by_a_folder_of_another_configuration_count_as_failed
     again = run_py(*words[:2], "method.gamma=0.5", *words[3:])  # the finished one: skipped
     assert again.returncode == 0, (again.stdout + again.stderr)[-2000:]
     assert not (sweep / "refused").exists()
+
+
+@pytest.mark.parametrize("setting,says", [
+    ("paths.output_dir=", "paths.output_dir is empty"),
+    ("paths.cache_dir=null", "paths.cache_dir is empty"),
+    ("hydra.run.dir=/tmp/" + "x" * 300, "has 300 bytes, over the file system's 255"),
+])
+def test_an_empty_or_impossible_folder_is_refused_before_anything_is_written(setting, says):
+    from common.errors import UserError
+    from experiments.runner.cli import prepare
+
+    with pytest.raises(UserError, match=says):
+        prepare(["+paper=tps", setting])

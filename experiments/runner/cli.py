@@ -292,6 +292,17 @@ def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
     return flags, overrides
 
 
+def check_folders(cfg) -> None:
+    """``UserError`` for a run or cache folder that is empty or null (an empty
+    ``paths.output_dir`` would put the cache at the file system's root), before Hydra
+    creates anything."""
+    for name in ("output_dir", "cache_dir"):
+        value = OmegaConf.select(cfg, f"paths.{name}", default=None)
+        if value is None or not str(value).strip():
+            raise UserError(f"paths.{name} is empty: give a folder (default paths.output_dir="
+                            "outputs, paths.cache_dir=${paths.output_dir}/cache)")
+
+
 def prepare(argv: list[str]) -> list[str]:
     """Check ``argv`` and return it with the paper search path and job naming added (once:
     the processes of a multi-process launch re-run the command with these already in it),
@@ -302,6 +313,7 @@ def prepare(argv: list[str]) -> list[str]:
     keys = check_arguments(argv)
     argv = scale_override(argv, keys)
     cfg = check_composition(argv, keys, require_data=not printing)
+    check_folders(cfg)
     if len(keys) == 1:  # a claim that names an undeclared metric: one line, before the run
         from experiments.claims.metrics import check_claim_metrics
 
