@@ -139,8 +139,8 @@ report: install  ## the reproduction report (outputs/report/index.html, report.m
 pages: install  ## the generated heads of docs/papers/<key>.md (claims, metrics, options, verdicts)
 	$(PY) -m experiments.report.pages
 
-readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads (SINCE=<rev>: the reproduction they compare verdicts with)
-	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish $(if $(SINCE),--since $(SINCE))
+readme: install  ## after a full make reproduce: publish docs/reproduction.json, the README table and the pages' heads (SINCE=<rev>: the reproduction they compare verdicts with; ALLOW_FEWER=1: from fewer finished runs than the published ones)
+	$(PY) -m experiments.report $(REPORT_FROM) --out outputs/report --publish $(if $(SINCE),--since $(SINCE)) $(if $(ALLOW_FEWER),--allow-fewer)
 
 # make test-slurm: a one-node Slurm cluster on this host (tests/slurm_cluster.py starts and
 # stops its daemons as root), and the tests marked slurm, one at a time

@@ -51,3 +51,75 @@ def test_an_empty_or_impossible_folder_is_refused_before_anything_is_written(set
 
     with pytest.raises(UserError, match=says):
         prepare(["+paper=tps", setting])
+
+
+def _published_copy(tmp_path, monkeypatch):
+    """A copy of docs/reproduction.json and the README under ``tmp_path``, which publishing
+    writes instead of the checkout's."""
+    import shutil
+
+    from experiments.report import __main__ as report
+
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "reproduction.json", tmp_path / "docs" / "reproduction.json")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report, "PAGES", tmp_path / "docs" / "papers")
+    return report
+
+
+def test_publishing_from_fewer_finished_runs_than_the_published_ones_is_refused(
+        tmp_path, monkeypatch, capsys):
+    report = _published_copy(tmp_path, monkeypatch)
+    before = (tmp_path / "docs" / "reproduction.json").read_bytes()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert report.main([str(empty), "--out", str(tmp_path / "report"), "--publish"]) == 1
+    assert "nothing published" in capsys.readouterr().err
+    assert (tmp_path / "docs" / "reproduction.json").read_bytes() == before
+
+
+def test_publishing_writes_all_or_nothing(tmp_path, monkeypatch):
+    """A failure while the README table is made (here: a published sweep that cannot be
+    read) leaves docs/reproduction.json as it was."""
+    from common.errors import UserError
+
+    report = _published_copy(tmp_path, monkeypatch)
+    target = tmp_path / "docs" / "reproduction.json"
+    before = target.read_bytes()
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "summary.json").write_text(json_dumps_papers(before))
+
+    def unreadable(published):
+        raise UserError("docs/sweeps/x.json cannot be read")
+
+    monkeypatch.setattr(report, "readme_table", unreadable)
+    with pytest.raises(UserError, match="cannot be read"):
+        report.publish(tmp_path / "runs", out, None, allow_fewer=False)
+    assert target.read_bytes() == before
+
+
+def json_dumps_papers(published: bytes) -> str:
+    return json.dumps(json.loads(published)["papers"])
+
+
+def test_a_truncated_published_sweep_is_named(tmp_path):
+    from common.errors import UserError
+    from experiments.runner.sweep_summary import regimes
+
+    (tmp_path / "tps_demo.json").write_text('{"sweep": "demo", "rows": [')
+    with pytest.raises(UserError, match="tps_demo.json cannot be read"):
+        regimes("tps", tmp_path)
+
+
+def test_a_report_folder_that_cannot_be_written_is_one_line_before_the_work(tmp_path, capsys):
+    """(A file where the folder's parent should be: not writable even for root.)"""
+    from experiments.report.__main__ import main
+
+    (tmp_path / "a_file").write_text("")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert main([str(runs), "--out", str(tmp_path / "a_file" / "report")]) == 1
+    assert "not writable" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()

@@ -11,9 +11,12 @@ is then 1, after the page is written (and nothing is published).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 from pathlib import Path
 
+from common.errors import UserError, ensure_writable
 from experiments.claims.papers import ROOT
 from experiments.report.build import (
     log_to_wandb,
@@ -21,8 +24,8 @@ from experiments.report.build import (
     replace_readme_table,
     write_report,
 )
+from experiments.report.pages import PAGES, verdicts_at
 from experiments.report.pages import main as write_pages
-from experiments.report.pages import verdicts_at
 from experiments.report.registration import confirmatory_record
 from experiments.runner.results import read_json
 
@@ -37,12 +40,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --publish: the git revision whose docs/reproduction.json "
                              "the paper pages compare verdicts with (default: the one the "
                              "published file already compares with)")
+    parser.add_argument("--allow-fewer", action="store_true",
+                        help="with --publish: publish even when the runs hold fewer finished "
+                             "default runs than the published reproduction")
     parser.add_argument("--wandb", action="store_true",
                         help="also log the claims table and the effect figure to W&B")
     args = parser.parse_args(argv)
     if not args.runs.is_dir():
         print(f"error: {args.runs} is not a folder of runs (run make reproduce first)",
               file=sys.stderr)
+        return 1
+    try:  # before the work: a folder the report cannot write is one line, at once
+        ensure_writable(args.out, f"the report folder {args.out}")
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 1
     papers, unplaced = write_report(args.runs, args.out)
     for p in papers:
@@ -56,25 +67,59 @@ def main(argv: list[str] | None = None) -> int:
     if corrupt:
         return 1
     if args.publish:
-        import json
-
-        target = ROOT / "docs" / "reproduction.json"
-        target.parent.mkdir(exist_ok=True)
-        timing, _ = read_json(args.runs / "timing.json")
-        earlier, _ = read_json(target)
-        kept = earlier.get("since") if isinstance(earlier, dict) else None
-        since = verdicts_at(args.since) if args.since else kept
-        papers_summary = json.loads((args.out / "summary.json").read_text())
-        published = {"papers": papers_summary, "timing": timing, "since": since}
-        if all(p.get("study") == "confirmatory" for p in papers_summary):
-            published.update(confirmatory_record(papers_summary))
-        target.write_text(json.dumps(published, indent=1) + "\n")
-        readme = ROOT / "README.md"
-        readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
-        write_pages([])
-        print(f"published: {target} and the README table")
+        try:
+            publish(args.runs, args.out, args.since, args.allow_fewer)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     return 0
 
+
+def finished_jobs(papers: list[dict]) -> int:
+    """The default runs a summary judged, over every paper."""
+    return sum(len(p.get("seeds") or []) for p in papers)
+
+
+@contextlib.contextmanager
+def all_or_nothing(paths: list[Path]):
+    """Files written inside the block are put back as they were when the block fails."""
+    before = {path: path.read_bytes() if path.exists() else None for path in paths}
+    try:
+        yield
+    except BaseException:
+        for path, content in before.items():
+            if content is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(content)
+        raise
+
+
+def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> None:
+    """docs/reproduction.json, the README table and the pages' heads from the report in
+    ``out``, all or nothing; ``UserError`` when the report judged fewer finished runs than
+    the published one (unless ``allow_fewer``) or a published file cannot be read."""
+    target = ROOT / "docs" / "reproduction.json"
+    papers_summary = json.loads((out / "summary.json").read_text())
+    earlier, _ = read_json(target)
+    earlier = earlier if isinstance(earlier, dict) else {}
+    now, then = finished_jobs(papers_summary), finished_jobs(earlier.get("papers") or [])
+    if now < then and not allow_fewer:
+        raise UserError(f"{runs} holds {now} finished default runs, the published "
+                        f"reproduction {then}: nothing published (make readme "
+                        "ALLOW_FEWER=1 publishes it anyway)")
+    timing, _ = read_json(runs / "timing.json")
+    since = verdicts_at(since_rev) if since_rev else earlier.get("since")
+    published = {"papers": papers_summary, "timing": timing, "since": since}
+    if all(p.get("study") == "confirmatory" for p in papers_summary):
+        published.update(confirmatory_record(papers_summary))
+    readme = ROOT / "README.md"
+    with all_or_nothing([target, readme, *sorted(PAGES.glob("*.md"))]):
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(json.dumps(published, indent=1) + "\n")
+        readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
+        write_pages([])
+    print(f"published: {target} and the README table")
 
 if __name__ == "__main__":
     sys.exit(main())

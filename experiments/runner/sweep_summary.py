@@ -22,6 +22,7 @@ import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import UserError
 from experiments.claims import (
     NOT_APPLICABLE,
     NOT_TESTED,
@@ -351,7 +352,11 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
     left out) and its fits, as one line of text."""
     parts = []
     for path in sorted(folder.glob(f"{key}_*.json")):
-        record = json.loads(path.read_text())
+        record, error = read_json(path)
+        if not isinstance(record, dict) or not isinstance(record.get("rows"), list):
+            raise UserError(f"{path} cannot be read ({error or 'no rows'}): publish that sweep "
+                            "again (make summary SWEEP_DIR=<its folder> PUBLISH=<name>) or "
+                            "restore it from git")
         rows = record["rows"]
         claims = list(rows[0]["claims"]) if rows else []
         found = []
