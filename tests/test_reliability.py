@@ -123,3 +123,18 @@ def test_a_report_folder_that_cannot_be_written_is_one_line_before_the_work(tmp_
     assert main([str(runs), "--out", str(tmp_path / "a_file" / "report")]) == 1
     assert "not writable" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()
+
+
+def test_a_copied_seed_folder_counts_once_and_is_named(tmp_path):
+    import shutil
+
+    from experiments.report.build import collect
+
+    from .test_report import report_fixture
+
+    folder = report_fixture(tmp_path / "runs")
+    for seed in (0, 1):
+        shutil.copytree(folder / "tps" / f"seed{seed}", folder / "copy" / f"seed{seed}")
+    found = collect(folder)["tps"]
+    assert [r["seed"] for r in found["runs"]] == [0, 1]
+    assert sorted(d["seed"] for d in found["duplicates"]) == [0, 1]

@@ -19,6 +19,7 @@ from pathlib import Path
 from common.errors import UserError, ensure_writable
 from experiments.claims.papers import ROOT
 from experiments.report.build import (
+    collect,
     log_to_wandb,
     readme_table,
     replace_readme_table,
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    for key, entry in sorted(collect(args.runs).items()):
+        for twin in entry.get("duplicates", []):
+            print(f"duplicate: {key} seed {twin['seed']} in {twin['folder']} (counted once, "
+                  f"from {twin['counted']})")
     papers, unplaced = write_report(args.runs, args.out)
     for p in papers:
         print(f"{p['key']:<12} {p['verdict']:<24} seeds {p['seeds']}")

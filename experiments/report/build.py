@@ -72,8 +72,9 @@ def _paper_from_path(path: Path, folder: Path) -> str | None:
 
 
 def collect(folder: Path) -> dict[str, dict[str, list]]:
-    """paper -> {"runs": [results.json, by seed], "failed": [failed.json + folder],
-    "corrupt": [{"file", "error"}]} of the default runs under ``folder`` (runs with other
+    """paper -> {"runs": [results.json, by seed, each seed once], "failed": [failed.json +
+    folder], "corrupt": [{"file", "error"}], "duplicates": [a seed's other folders]} of the
+    default runs under ``folder`` (runs with other
     settings are not the claims' evidence); a folder whose run finished counts once even if
     an earlier attempt failed there. A file that cannot be read (truncated, empty) is
     corrupt, filed under the paper its path names (``"?"`` when none)."""
@@ -100,8 +101,22 @@ def collect(folder: Path) -> dict[str, dict[str, list]]:
             failure["seed"] = _seed_of(failure.get("overrides") or [])
             found[failure["paper"]]["failed"].append(failure)
     for entry in found.values():
-        entry["runs"].sort(key=lambda r: r.get("seed", 0))
+        entry["runs"], entry["duplicates"] = _once_per_seed(entry["runs"])
     return dict(found)
+
+
+def _once_per_seed(runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The runs by seed, each seed once (the first folder in path order); the other folders
+    of a seed (a copied folder) are named, never counted twice."""
+    kept: dict[Any, dict] = {}
+    duplicates = []
+    for run in sorted(runs, key=lambda r: (r.get("seed", 0), r.get("folder", ""))):
+        if run.get("seed", 0) in kept:
+            duplicates.append({"seed": run.get("seed", 0), "folder": run.get("folder"),
+                               "counted": kept[run.get("seed", 0)].get("folder")})
+        else:
+            kept[run.get("seed", 0)] = run
+    return list(kept.values()), duplicates
 
 
 def fmt(value: float) -> str:
