@@ -138,3 +138,35 @@ def test_a_copied_seed_folder_counts_once_and_is_named(tmp_path):
     found = collect(folder)["tps"]
     assert [r["seed"] for r in found["runs"]] == [0, 1]
     assert sorted(d["seed"] for d in found["duplicates"]) == [0, 1]
+
+
+@pytest.mark.parametrize("content", ["", '{"paper": "tps", "metr', "[1, 2]", '{"paper": "tps"}'])
+def test_a_run_folder_with_an_unreadable_results_json_is_set_aside_and_run_again(
+        tmp_path, content):
+    from .conftest import run_paper
+    from .smoke import SMOKE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(content)
+    metrics = run_paper([*SMOKE["tps"], f"paths.cache_dir={tmp_path / 'cache'}"], run)
+    assert metrics and json.loads((run / "results.json").read_text())["metrics"] == metrics
+    assert [p.read_text() for p in run.glob("results.json.corrupt-*")] == [content]
+
+
+def test_a_null_metric_in_one_run_does_not_stop_the_report(tmp_path):
+    """A headline metric written as null (NaN) at one seed: the report is written and the
+    headline is the mean over the seeds that have it."""
+    from experiments.report.__main__ import main
+
+    from .test_report import report_fixture
+
+    folder = report_fixture(tmp_path / "runs")
+    path = folder / "tps" / "seed0" / "results.json"
+    result = json.loads(path.read_text())
+    result["metrics"]["tps_gap_constant_vs_oracle"] = None
+    path.write_text(json.dumps(result))
+    assert main([str(folder), "--out", str(tmp_path / "report")]) == 0
+    tps = next(p for p in json.loads((tmp_path / "report" / "summary.json").read_text())
+               if p["key"] == "tps")
+    assert tps["headline"]["seeds"] == 1

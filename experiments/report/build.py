@@ -105,6 +105,10 @@ def collect(folder: Path) -> dict[str, dict[str, list]]:
     return dict(found)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _once_per_seed(runs: list[dict]) -> tuple[list[dict], list[dict]]:
     """The runs by seed, each seed once (the first folder in path order); the other folders
     of a seed (a copied folder) are named, never counted twice."""
@@ -215,9 +219,11 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         })
     primary = next(iter(headline_metrics(info, metrics[0] if metrics else {})), None)
     headline = None
-    if primary and metrics and all(primary in m for m in metrics):
-        mean, sd = mean_sd([float(m[primary]) for m in metrics])
-        headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(metrics)}
+    values = [m.get(primary) for m in metrics] if primary else []
+    values = [float(v) for v in values if _is_number(v) and math.isfinite(v)]
+    if values:  # a seed whose headline is null or not finite is left out of it, never a crash
+        mean, sd = mean_sd(values)
+        headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(values)}
     if runs:  # exploratory claims (changed after their preregistration) are shown only
         verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]
                                  and c["preregistration"] != "exploratory"]).text
@@ -234,7 +240,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
                    for f in failed],
         "corrupt": corrupt,
         "headline": headline,
-        "runtime_s": mean_sd([r["wall_time_s"] for r in runs])[0] if runs else None,
+        "runtime_s": (mean_sd(times)[0] if (times := [r["wall_time_s"] for r in runs
+                                                      if _is_number(r.get("wall_time_s"))])
+                      else None),
         "git_sha": sorted({str(r.get("git_sha")) for r in runs}),
         "config_hash": sorted({str(r.get("config_hash")) for r in runs}),
         "versions": runs[0].get("versions", {}) if runs else {},
@@ -404,13 +412,12 @@ def effect_rows(papers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot_effects(rows: list[dict[str, Any]], path: Path) -> None:
-    """The forest plot: one row per claim judged by an interval, grouped by paper, coloured
-    by verdict (exact and exists claims are counts of seeds, not drawn), the
+    """The forest plot: one row per claim judged by an interval (exact and exists claims
+    are counts of seeds: the caller leaves them out), grouped by paper, coloured by verdict, the
     claimed side (right of 0) shaded; relative effects (% of the reference side) and
     absolute ones (own units) in separate panels, each on its own axis."""
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r["rule"] not in ("exact", "exists")]  # counts of seeds
     panels = [(unit, [r for r in rows if r["unit"] == unit]) for unit in ("%", "abs.")]
     panels = [(unit, chosen) for unit, chosen in panels if chosen]
     heights = [max(1.5, 0.22 * len(chosen) + 0.8) for _, chosen in panels]
@@ -584,9 +591,9 @@ def write_report(folder: Path, out: Path) -> tuple[list[dict[str, Any]], list[di
     papers, unplaced = summarize_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
     effects = out / EFFECTS_FIGURE
-    rows = effect_rows(papers)
-    if rows:
-        plot_effects(rows, effects)
+    drawn = [r for r in effect_rows(papers) if r["rule"] not in ("exact", "exists")]
+    if drawn:
+        plot_effects(drawn, effects)
     elif effects.exists():
         effects.unlink()
     (out / "report.md").write_text(report_markdown(papers, str(folder), unplaced))

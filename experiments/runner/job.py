@@ -15,7 +15,6 @@ Outcomes (README, "Exit codes"):
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
@@ -52,6 +51,7 @@ from experiments.runner.results import (
     config_hash,
     git_sha,
     package_versions,
+    read_json,
     write_json,
 )
 from experiments.runner.seeding import apply_threads, check_device, seed_everything, thread_count
@@ -229,8 +229,14 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     check_claims(key, paper_claims(cfg))
     cfg_hash = config_hash(cfg)
     previous = output_dir / "results.json"
-    if previous.exists():
-        done = json.loads(previous.read_text())
+    done, error = read_json(previous) if previous.exists() else (None, "")
+    if previous.exists() and not isinstance((done or {}).get("metrics"), dict):
+        aside = previous.with_name(f"results.json.corrupt-{int(time.time())}")
+        previous.rename(aside)  # kept for a look, out of every reader's way; the job reruns
+        log.warning("%s cannot be read (%s): set aside as %s, the job runs again", previous,
+                    error or "no metrics", aside.name)
+        done = None
+    if done is not None:
         if done.get("config_hash") == cfg_hash:
             log.info("skipping: %s already holds the results of this config", output_dir)
             return done["metrics"]
