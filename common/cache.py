@@ -71,8 +71,12 @@ def file_checksums(folder: Path) -> dict[str, str]:
 
 def corrupted_files(folder: Path) -> list[str]:
     """Files of a complete entry that are missing, added or changed since it was built."""
-    recorded = json.loads((folder / COMPLETE).read_text()).get("files")
-    if recorded is None:
+    try:
+        marker = json.loads((folder / COMPLETE).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return [f"{COMPLETE} (unreadable)"]  # a truncated or empty marker: rebuild
+    recorded = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(recorded, dict):
         return ["(no checksums recorded)"]
     now = file_checksums(folder)
     return sorted(name for name in set(recorded) | set(now) if recorded.get(name) != now.get(name))

@@ -170,3 +170,25 @@ def test_a_null_metric_in_one_run_does_not_stop_the_report(tmp_path):
     tps = next(p for p in json.loads((tmp_path / "report" / "summary.json").read_text())
                if p["key"] == "tps")
     assert tps["headline"]["seeds"] == 1
+
+
+@pytest.mark.parametrize("marker", ["", '{"files": {"a', "[]"])
+def test_a_truncated_cache_marker_rebuilds_the_entry(tmp_path, marker):
+    from common.cache import COMPLETE, load_or_build
+
+    builds = []
+
+    def build(folder):
+        builds.append(folder)
+        (folder / "payload.txt").write_text("made")
+        return "built"
+
+    def load(folder):
+        return (folder / "payload.txt").read_text()
+
+    assert load_or_build(tmp_path, "demo", {"a": 1}, [], build, load) == "built"
+    entry = next((tmp_path / "demo").iterdir())
+    (entry / COMPLETE).write_text(marker)
+    assert load_or_build(tmp_path, "demo", {"a": 1}, [], build, load) == "built"
+    assert len(builds) == 2
+    assert load_or_build(tmp_path, "demo", {"a": 1}, [], build, load) == "made"  # whole again

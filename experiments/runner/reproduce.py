@@ -176,7 +176,14 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:.1f}" for k, v in minutes.items()) + "; make report judges it",
           flush=True)
     timing = Path(args.dir) / "timing.json"
-    previous, _ = read_json(timing) if timing.exists() else (None, "")
+    previous, error = read_json(timing) if timing.exists() else ({}, "")
+    if not isinstance((previous or {}).get("runs", []), list):
+        previous, error = None, "runs is not a list"
+    if previous is None:  # never silently dropped: the earlier rounds' wall times are in it
+        aside = timing.with_name(f"timing.json.corrupt-{int(time.time())}")
+        timing.rename(aside)
+        print(f"warning: {timing} cannot be read ({error}): set aside as {aside.name}; the "
+              "wall time of the rounds it held is not in the new one", file=sys.stderr)
     runs = [*(previous or {}).get("runs", []), {"papers": papers, "seeds": args.seeds or
                                                "declared", "wall_min": round(wall, 2)}]
     timing.parent.mkdir(parents=True, exist_ok=True)
