@@ -192,3 +192,16 @@ def test_a_truncated_cache_marker_rebuilds_the_entry(tmp_path, marker):
     assert load_or_build(tmp_path, "demo", {"a": 1}, [], build, load) == "built"
     assert len(builds) == 2
     assert load_or_build(tmp_path, "demo", {"a": 1}, [], build, load) == "made"  # whole again
+
+
+def test_a_corrupt_timing_record_is_set_aside_not_replaced(tmp_path, capsys):
+    from experiments.runner.reproduce import record_timing
+
+    record_timing(tmp_path, ["tps"], "0", 1.5, {"tps": 0.1})
+    record_timing(tmp_path, ["tps"], "1", 2.5, {"tps": 0.2})
+    assert [r["wall_min"] for r in json.loads((tmp_path / "timing.json").read_text())["runs"]
+            ] == [1.5, 2.5]
+    (tmp_path / "timing.json").write_text('{"runs": [{"wall')
+    record_timing(tmp_path, ["tps"], "2", 3.5, {"tps": 0.3})
+    assert "cannot be read" in capsys.readouterr().err
+    assert [p.read_text() for p in tmp_path.glob("timing.json.corrupt-*")] == ['{"runs": [{"wall']

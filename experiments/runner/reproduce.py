@@ -119,6 +119,25 @@ def run_stoppable(command: list[str], stopped: list[int]) -> int:
             signal.signal(s, handler)
 
 
+def record_timing(folder: Path, papers: list[str], seeds: str, wall: float,
+                  minutes: dict[str, float]) -> None:
+    """Add this reproduction's wall time to ``<folder>/timing.json`` (the rounds so far) with
+    the job-minutes; a file that cannot be read is set aside, never silently replaced."""
+    timing = folder / "timing.json"
+    previous, error = read_json(timing) if timing.exists() else ({}, "")
+    if not isinstance((previous or {}).get("runs", []), list):
+        previous, error = None, "runs is not a list"
+    if previous is None:  # never silently dropped: the earlier rounds' wall times are in it
+        aside = timing.with_name(f"timing.json.corrupt-{int(time.time())}")
+        timing.rename(aside)
+        print(f"warning: {timing} cannot be read ({error}): set aside as {aside.name}; the "
+              "wall time of the rounds it held is not in the new one", file=sys.stderr)
+    runs = [*(previous or {}).get("runs", []),
+            {"papers": papers, "seeds": seeds, "wall_min": round(wall, 2)}]
+    folder.mkdir(parents=True, exist_ok=True)
+    timing.write_text(json.dumps({"runs": runs, "job_minutes": minutes}, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.runner.reproduce")
     parser.add_argument("--papers", required=True, help="comma-separated, longest first")
@@ -175,19 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"==> reproduction finished in {wall:.1f} min wall (exit code {code}); job-minutes: "
           + ", ".join(f"{k} {v:.1f}" for k, v in minutes.items()) + "; make report judges it",
           flush=True)
-    timing = Path(args.dir) / "timing.json"
-    previous, error = read_json(timing) if timing.exists() else ({}, "")
-    if not isinstance((previous or {}).get("runs", []), list):
-        previous, error = None, "runs is not a list"
-    if previous is None:  # never silently dropped: the earlier rounds' wall times are in it
-        aside = timing.with_name(f"timing.json.corrupt-{int(time.time())}")
-        timing.rename(aside)
-        print(f"warning: {timing} cannot be read ({error}): set aside as {aside.name}; the "
-              "wall time of the rounds it held is not in the new one", file=sys.stderr)
-    runs = [*(previous or {}).get("runs", []), {"papers": papers, "seeds": args.seeds or
-                                               "declared", "wall_min": round(wall, 2)}]
-    timing.parent.mkdir(parents=True, exist_ok=True)
-    timing.write_text(json.dumps({"runs": runs, "job_minutes": minutes}, indent=1) + "\n")
+    record_timing(Path(args.dir), papers, args.seeds or "declared", wall, minutes)
     return code
 
 
