@@ -205,3 +205,19 @@ def test_a_corrupt_timing_record_is_set_aside_not_replaced(tmp_path, capsys):
     record_timing(tmp_path, ["tps"], "2", 3.5, {"tps": 0.3})
     assert "cannot be read" in capsys.readouterr().err
     assert [p.read_text() for p in tmp_path.glob("timing.json.corrupt-*")] == ['{"runs": [{"wall']
+
+
+def test_a_sweep_summary_over_several_papers_has_a_row_per_paper(tmp_path):
+    import csv
+
+    from experiments.runner.sweep_summary import summarize_sweep
+
+    for paper in ("tps", "rankcomp"):
+        for seed in (0, 1):
+            run = tmp_path / paper / f"seed{seed}"
+            run.mkdir(parents=True)
+            (run / "results.json").write_text(json.dumps({
+                "paper": paper, "seed": seed, "metrics": {"m": float(seed)},
+                "overrides": [f"+paper={paper}", f"seed={seed}"]}))
+    rows = list(csv.DictReader((summarize_sweep(tmp_path)).open()))
+    assert sorted((r["paper"], r["n_seeds"]) for r in rows) == [("rankcomp", "2"), ("tps", "2")]

@@ -87,8 +87,11 @@ def summarize_sweep(sweep_dir: Path, paper=None, title: str | None = None,
                     len(failed), len(corrupt))
         return None
     groups: dict[tuple, list[dict]] = defaultdict(list)
+    several_papers = len({res.get("paper") for res in results}) > 1  # make reproduce's root
     for res in results:
         settings = _settings(res.get("overrides", []))
+        if several_papers:  # a row per paper, never two papers' seeds in one
+            settings = {"paper": str(res.get("paper")), **settings}
         groups[tuple(sorted(settings.items()))].append(res)
     swept = _swept([dict(key) for key in groups])
     metric_names = sorted({m for res in results for m, v in res["metrics"].items()
