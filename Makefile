@@ -22,7 +22,8 @@ TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SIL
 PAPERS   ?= all
 SEEDS    ?=
 LAUNCHER ?= joblib
-JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+# the machine's cores (nproc --all: nproc alone honours OMP_NUM_THREADS=1 and would run one)
+JOBS     ?= $(shell nproc --all 2>/dev/null || echo 2)
 SCALE    ?= cpu
 PLAN_SCALE := $(if $(filter command line,$(origin SCALE)),$(SCALE),paper)
 GPU      ?= h100-80gb
@@ -71,7 +72,7 @@ run: install  ## run one paper on its embedded default: make run PAPER=ditherq A
 	$(PY) run.py +paper=$(PAPER) $(ARGS)
 
 # test processes (pytest-xdist), one per core up to 4; each runs one torch thread
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
+TEST_WORKERS ?= $(shell n=$$(nproc --all 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 
 test: install  ## fast tests (CPU, offline), one process per core (TEST_WORKERS=1: in turn); prints the ten slowest
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 $(ARGS)
@@ -93,6 +94,8 @@ lint: install  ## ruff
 	$(PY) -m ruff check .
 
 sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP: list them)
+	@if [ ! -f conf/paper/$(PAPER).yaml ]; then echo "error: unknown paper '$(PAPER)'; known:" \
+		$$(ls conf/paper | sed 's/.yaml$$//'); exit 1; fi
 	@if [ -z "$(SWEEP)" ]; then echo "sweeps of $(PAPER) (make sweep PAPER=$(PAPER) SWEEP=<name>):"; \
 		ls conf/papers/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
 	else $(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS); fi

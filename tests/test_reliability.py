@@ -221,3 +221,22 @@ def test_a_sweep_summary_over_several_papers_has_a_row_per_paper(tmp_path):
                 "overrides": [f"+paper={paper}", f"seed={seed}"]}))
     rows = list(csv.DictReader((summarize_sweep(tmp_path)).open()))
     assert sorted((r["paper"], r["n_seeds"]) for r in rows) == [("rankcomp", "2"), ("tps", "2")]
+
+
+@pytest.mark.parametrize("words,says", [
+    (["--papers", "tsp"], "unknown paper 'tsp'; did you mean tps?"),
+    (["--papers", ""], "no paper given"),
+    (["--papers", "tps", "--seeds", "a"], "'a' is not a seed"),
+    (["--papers", "tps", "--jobs", "0"], "at least one job"),
+    (["--papers", "tps", "--dir", "a,b"], "a folder name without quotes, commas"),
+    (["--papers", "tps", "--study", "nope"], "invalid choice: 'nope'"),
+])
+def test_make_reproduce_refuses_bad_variables_in_one_line(words, says, tmp_path, capsys):
+    from experiments.runner.reproduce import main
+
+    try:
+        code = main(words)
+    except SystemExit as exit_:  # argparse's own checks
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 1 and says in err and len(err.strip().splitlines()) == 1, err

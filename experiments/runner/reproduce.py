@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from common.errors import UserError, did_you_mean
 from experiments.claims import paper_info
 from experiments.claims.papers import ROOT
 from experiments.runner.job import EXIT_REJECTED
@@ -138,8 +139,40 @@ def record_timing(folder: Path, papers: list[str], seeds: str, wall: float,
     timing.write_text(json.dumps({"runs": runs, "job_minutes": minutes}, indent=1) + "\n")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with one ``error:`` line (and exit code 1) instead of its usage block."""
+
+    def error(self, message: str):
+        print(f"error: {message} (make help lists the variables)", file=sys.stderr)
+        sys.exit(EXIT_REJECTED)
+
+
+def checked_arguments(args) -> tuple[list[str], list[int] | None]:
+    """The papers and seeds asked for; ``UserError`` (one line) for an unknown paper, a seed
+    that is not a number, no worker or a folder Hydra's override cannot hold."""
+    known = known_papers()
+    papers = (longest_first(known) if args.papers == "all"
+              else [p.strip() for p in args.papers.split(",") if p.strip()])
+    if not papers:
+        raise UserError(f"no paper given: PAPERS=all or some of {', '.join(known)}")
+    for key in papers:
+        if key not in known:
+            raise did_you_mean("paper", key, known)
+    seeds = []
+    for text in (s.strip() for s in args.seeds.split(",") if s.strip()):
+        if not text.isdigit():
+            raise UserError(f"SEEDS={args.seeds}: '{text}' is not a seed (a whole number >= 0)")
+        seeds.append(int(text))
+    if args.jobs < 1:
+        raise UserError(f"JOBS={args.jobs}: at least one job at a time")
+    if any(c in args.dir for c in "\"'\\,=[]{}()"):
+        raise UserError(f"REPRODUCE_DIR={args.dir}: a folder name without quotes, commas, "
+                        "brackets or '=' (Hydra reads them as syntax)")
+    return papers, seeds or None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.runner.reproduce")
+    parser = _OneLineParser(prog="python -m experiments.runner.reproduce")
     parser.add_argument("--papers", required=True, help="comma-separated, longest first")
     parser.add_argument("--seeds", default="", help="e.g. 0,1,2 (default: declared counts)")
     parser.add_argument("--launcher", default="joblib")
@@ -151,9 +184,11 @@ def main(argv: list[str] | None = None) -> int:
                              "confirmatory: the seeds docs/preregistration.json declares")
     parser.add_argument("overrides", nargs="*", help="passed to every job")
     args = parser.parse_args(argv)
-    papers = (longest_first(known_papers()) if args.papers == "all"
-              else [p for p in args.papers.split(",") if p])
-    seeds = [int(s) for s in args.seeds.split(",") if s] or None
+    try:
+        papers, seeds = checked_arguments(args)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_REJECTED
     registered = None
     if args.study == "confirmatory":
         registered = confirmatory_plan()
@@ -174,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs = 1 if args.scale == "cpu" and group[0] in pooled else args.jobs
             command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
                        f"seed={seed}", f"hydra/launcher={args.launcher}",
-                       f"hydra.sweep.dir={args.dir}",
+                       f"hydra.sweep.dir='{args.dir}'",
                        "hydra.sweep.subdir=${paper.key}/seed${seed}", *args.overrides]
             if args.scale != "cpu":
                 command.append(f"scale={args.scale}")
