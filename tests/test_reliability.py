@@ -240,3 +240,27 @@ def test_make_reproduce_refuses_bad_variables_in_one_line(words, says, tmp_path,
         code = exit_.code
     err = capsys.readouterr().err
     assert code == 1 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("make_folder,publish,says", [
+    (None, False, "no sweep to summarize"),
+    ("missing", False, "is not a folder"),
+    ("empty", True, "no finished job"),
+    ("corrupt", True, "corrupt results.json"),
+])
+def test_make_summary_ends_in_one_line(tmp_path, capsys, make_folder, publish, says):
+    from experiments.runner.sweep_summary import main
+
+    folder = tmp_path / "sweep"
+    if make_folder in ("empty", "corrupt"):
+        (folder / "job").mkdir(parents=True)
+    if make_folder == "corrupt":
+        (folder / "job" / "results.json").write_text('{"paper": "tp')
+        (folder / "job2").mkdir()
+        (folder / "job2" / "results.json").write_text(json.dumps(
+            {"paper": "tps", "seed": 0, "metrics": {"m": 1.0}, "overrides": ["+paper=tps"]}))
+    argv = ([] if make_folder is None else [str(folder)]) + (
+        ["--publish", "demo"] if publish else [])
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

@@ -457,7 +457,7 @@ def test_a_corrupt_job_is_left_out_of_a_sweep_summary(tmp_path):
     assert csv_path is not None and csv_path.exists()
     text = (folder / "tps" / "summary.md").read_text()
     assert "corrupt: seed1/results.json, JSONDecodeError" in text
-    with pytest.raises(ValueError, match="1 corrupt results.json"):
+    with pytest.raises(UserError, match="1 corrupt results.json"):
         sweep_summary.publish(folder / "tps", "demo", out=tmp_path / "published")
 
 

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -323,10 +324,10 @@ def publish(sweep_dir: Path, name: str, out: Path = PUBLISHED) -> Path:
     import csv
 
     if rebuild(sweep_dir) is None:
-        raise FileNotFoundError(f"no finished job under {sweep_dir}")
+        raise UserError(f"no finished job under {sweep_dir}: nothing to publish")
     if last_sweep.get("corrupt"):
-        raise ValueError(f"{len(last_sweep['corrupt'])} corrupt results.json under "
-                         f"{sweep_dir}; rerun those jobs before publishing")
+        raise UserError(f"{len(last_sweep['corrupt'])} corrupt results.json under "
+                        f"{sweep_dir}; rerun those jobs before publishing")
     key = _paper_of(sweep_dir)
     with (sweep_dir / "summary.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -377,19 +378,35 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
     return "<br>".join(parts)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """``make summary``: rebuild a sweep's summary (and publish it); one ``error:`` line and
+    exit code 1 for a folder that is not a sweep, one without a finished job, or a corrupt
+    job when publishing."""
     import argparse
 
     parser = argparse.ArgumentParser(description="rebuild (and publish) a sweep summary")
-    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("sweep_dir", type=Path, nargs="?")
     parser.add_argument("--publish", metavar="NAME",
                         help=f"also write {PUBLISHED}/<paper>_NAME.md and .json")
-    args = parser.parse_args()
-    if args.publish:
-        publish(args.sweep_dir, args.publish)
-    elif rebuild(args.sweep_dir) is None:
-        raise SystemExit(1)
-    for path, error in last_sweep.get("corrupt") or []:
-        print(f"corrupt: {path}, {error}")
-    if last_sweep.get("corrupt"):
-        raise SystemExit(1)  # after the summary of the other jobs was written
+    args = parser.parse_args(argv)
+    try:
+        if args.sweep_dir is None:
+            raise UserError("no sweep to summarize: run make sweep first, or give "
+                            "SWEEP_DIR=<a sweep folder>")
+        if not args.sweep_dir.is_dir():
+            raise UserError(f"SWEEP_DIR={args.sweep_dir} is not a folder")
+        if args.publish:
+            publish(args.sweep_dir, args.publish)
+        elif rebuild(args.sweep_dir) is None:
+            raise UserError(f"no finished job under {args.sweep_dir}")
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        for path, error in last_sweep.get("corrupt") or []:
+            print(f"corrupt: {path}, {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
