@@ -1,4 +1,5 @@
 # paperlab: `make run` and `make test` set everything up on first use.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -84,11 +85,17 @@ test-slow: install  ## tests over about 5 s (SmolLM2 and real-architecture runs,
 test-gpu: install  ## tests that need a CUDA GPU
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu $(ARGS)
 
+# the slow defaults against the commit the speed work started from, each checked against its
+# committed metrics (tests/data/reference_metrics/); BENCH_PAPERS=cfbeam narrows them
+BENCH_BEFORE ?= d121551
+BENCH_PAPERS ?=
+
 bench: install  ## speed benchmarks, side by side in one process on one thread (outputs/bench/)
 	@mkdir -p outputs/bench; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; \
+		args=$$([ $$(basename $$f) = bench_defaults.py ] && echo "--before $(BENCH_BEFORE) $(BENCH_PAPERS)"); \
 		OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=. \
-		$(PY) $$f > outputs/bench/$$(basename $$f .py).txt 2>&1; rc=$$?; \
-		cat outputs/bench/$$(basename $$f .py).txt; [ $$rc = 0 ] || exit $$rc; done
+		$(PY) $$f $$args 2>&1 | tee outputs/bench/$$(basename $$f .py).txt; \
+		rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || exit $$rc; done
 
 lint: install  ## ruff
 	$(PY) -m ruff check .
