@@ -264,3 +264,58 @@ def test_make_summary_ends_in_one_line(tmp_path, capsys, make_folder, publish, s
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_a_second_writer_in_a_run_folder_is_refused_in_one_line(tmp_path):
+    """While a run holds its folder, a second run there is refused (exit 1, one line) and
+    leaves the first's files alone; the lock dies with its holder."""
+    import fcntl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = open(run / ".lock", "a+")  # what a live run holds
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    (run / "config_resolved.yaml").write_text("the first run's\n")
+    try:
+        done = run_py("+paper=tps", f"hydra.run.dir={run}", f"paths.cache_dir={tmp_path / 'c'}")
+    finally:
+        holder.close()
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 1 and len(errors) == 1 and "in use by a run" in errors[0]
+    assert (run / "config_resolved.yaml").read_text() == "the first run's\n"
+    assert not (run / "results.json").exists()
+    again = run_py("+paper=tps", f"hydra.run.dir={run}", f"paths.cache_dir={tmp_path / 'c'}")
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_multirun_of_make_reproduce_ends_when_its_driver_is_killed(tmp_path):
+    """SIGKILL to the driver (no handler runs) still ends the multirun it started: no
+    orphan keeps writing the run folders a rerun is about to use."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from experiments.runner.reproduce import _end_with_parent\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " preexec_fn=_end_with_parent)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n")], cwd=ROOT)
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the child outlived its killed driver")

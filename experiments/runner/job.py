@@ -14,7 +14,9 @@ Outcomes (README, "Exit codes"):
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import logging
 import os
 import shutil
@@ -60,6 +62,7 @@ from experiments.schemas import check_values, reject_unknown_keys
 log = logging.getLogger("paperlab")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXIT_REJECTED, EXIT_FAILED = 1, 2
+LOCK_FILE = ".lock"  # in a run folder: its owner's flock (run_folder_lock)
 
 
 @dataclass
@@ -84,12 +87,60 @@ class Interrupted(BaseException):
         self.exit_code = 128 + signum
 
 
+class FolderBusy(UserError):
+    """Another live process is running in the run folder."""
+
+
+@contextlib.contextmanager
+def run_folder_lock(output_dir: Path):
+    """One owner per run folder: an exclusive ``flock`` on ``<folder>/.lock`` held while the
+    job runs (the kernel drops it when the process dies, even by SIGKILL); ``FolderBusy``
+    when another process holds it. The other ranks of a multi-process launch share rank 0's
+    folder and take no lock."""
+    if not is_global_zero():
+        yield
+        return
+    output_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(output_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise FolderBusy(f"{output_dir} is in use by a run that has not finished ({owner}): "
+                         "wait for it, or choose another hydra.run.dir") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
-    """Run the paper selected by ``+paper=<key>``; return its metrics (None if it failed
-    inside a multirun)."""
+    """Run the paper selected by ``+paper=<key>`` in its run folder, which it holds alone
+    (:func:`run_folder_lock`); return its metrics (None if it failed inside a multirun)."""
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    try:
+        with run_folder_lock(output_dir):
+            return _execute(cfg, hydra_cfg, output_dir, multirun)
+    except FolderBusy as err:  # nothing of the folder's owner is touched
+        if multirun:
+            log.error("job %s: %s", output_dir, err)
+            _record_refusal(hydra_cfg, output_dir, str(err))
+            return None
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(EXIT_REJECTED)
+
+
+def _execute(cfg: DictConfig, hydra_cfg: Any, output_dir: Path, multirun: bool
+             ) -> dict[str, Any] | None:
     full_errors = full_errors_requested()
     try:
         job = _prepare(cfg, hydra_cfg, output_dir)
@@ -440,6 +491,7 @@ def _remove_hydra_files(output_dir: Path, hydra_cfg: Any) -> None:
     if subdir:
         shutil.rmtree(output_dir / subdir, ignore_errors=True)
     (output_dir / f"{hydra_cfg.job.name}.log").unlink(missing_ok=True)
+    (output_dir / LOCK_FILE).unlink(missing_ok=True)  # ours: this process holds it
     try:
         output_dir.rmdir()  # only if now empty
     except OSError:

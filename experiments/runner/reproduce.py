@@ -101,11 +101,22 @@ def confirmatory_plan() -> dict[str, list[int]] | None:
     return confirmatory_seeds(json.loads(PREREGISTRATION.read_text()))
 
 
+def _end_with_parent() -> None:
+    """In the multirun's process: SIGTERM when the driver dies, even by SIGKILL (Linux), so
+    no orphaned multirun keeps writing while a rerun starts the same jobs."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def run_stoppable(command: list[str], stopped: list[int]) -> int:
     """Run one multirun; SIGTERM or SIGINT to this process (a scheduler, ``kill <pid>``,
     Ctrl-C) stops it too: the multirun gets SIGTERM, and its job processes, which watch it,
-    end with ``failed.json`` saying ``interrupted``. ``stopped`` records the signal."""
-    child = subprocess.Popen(command)
+    end with ``failed.json`` saying ``interrupted``; the multirun also ends when this process
+    is killed outright. ``stopped`` records the signal."""
+    child = subprocess.Popen(command, preexec_fn=_end_with_parent)
 
     def stop(signum, frame):
         stopped.append(signum)
