@@ -4,6 +4,8 @@ capped by the number of coalitions of that size (Leverage SHAP, Sparse Leverage 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import comb
 
@@ -41,6 +43,7 @@ def _random_subsets(n: int, size: int, count: int, rng: np.random.Generator,
     return np.array(rows, dtype=np.int8).reshape(count, n)
 
 
+@functools.lru_cache(maxsize=65536)
 def distinct_pairs(n: int, s: int) -> int:
     """Complement pairs with the smaller side of size s (at s = n/2 each pair counts once)."""
     return comb(n, s, exact=True) // (2 if 2 * s == n else 1)
@@ -52,7 +55,13 @@ def expected_pairs_per_size(n: int, budget: int, size_weight: np.ndarray) -> dic
     Pairs cost two evaluations; the empty and full coalitions take two more. The expectation
     is c * (weight(s) + weight(n - s)) capped at the number of distinct pairs, with c set by
     water filling so that the expectations sum to the number of pairs the budget buys.
+    Computed once per (n, budget, weights): every draw at that budget reuses it.
     """
+    return dict(_expected_pairs(n, budget, tuple(float(w) for w in size_weight)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_pairs(n: int, budget: int, size_weight: tuple[float, ...]) -> dict[int, float]:
     pairs = max(0, (budget - 2) // 2)
     half = range(1, n // 2 + 1)
     cap = {s: distinct_pairs(n, s) for s in half}
