@@ -223,7 +223,8 @@ def report_uncaught(err: Exception) -> int:
         return EXIT_FAILED
     if isinstance(err, HydraException | OmegaConfBaseException | ValueError):
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        print(f"error: {' '.join(lines[:2]) if lines else type(err).__name__}",
+        # Hydra's hints follow its first line (a sweep value without -m: "use --multirun")
+        print(f"error: {' '.join(lines[:4]) if lines else type(err).__name__}",
               file=sys.stderr)
         return EXIT_REJECTED
     raise err
