@@ -319,3 +319,21 @@ def test_the_multirun_of_make_reproduce_ends_when_its_driver_is_killed(tmp_path)
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     pytest.fail("the child outlived its killed driver")
+
+
+def test_an_unreachable_wandb_server_means_offline_within_seconds(monkeypatch):
+    """An API key and WANDB_MODE=online but no server answering (here: a closed port on
+    this machine): offline at once instead of wandb.init blocking for about 90 s."""
+    import socket
+    import time
+
+    from experiments.runner.wandb_logger import choose_mode
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    start = time.perf_counter()
+    assert choose_mode("online") == "offline"
+    assert time.perf_counter() - start < 5

@@ -30,11 +30,35 @@ def _has_api_key() -> bool:
         return False
 
 
+REACH_SECONDS = 3.0  # a W&B server that does not answer a connection within this is away
+
+
+def _server_reachable(timeout: float = REACH_SECONDS) -> bool:
+    """Whether a TCP connection to the W&B server (``WANDB_BASE_URL``, default
+    https://api.wandb.ai) opens within ``timeout``: without it wandb.init blocks for about
+    90 s per run before giving up."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def choose_mode(requested: str | None) -> str:
-    """``online`` only when asked for (or not set) and an API key exists, else ``offline``."""
+    """``online`` only when asked for (or not set), an API key exists and the server answers
+    within seconds, else ``offline`` (sync later with ``wandb sync``), with one line."""
     mode = requested or os.environ.get("WANDB_MODE") or "online"
     if mode == "online" and not _has_api_key():
         log.info("no W&B API key found: logging offline (sync later with `wandb sync`)")
+        return "offline"
+    if mode == "online" and not _server_reachable():
+        log.warning("the W&B server cannot be reached within %.0f s: logging offline (sync "
+                    "later with `wandb sync`)", REACH_SECONDS)
         return "offline"
     return mode
 
