@@ -337,3 +337,22 @@ def test_an_unreachable_wandb_server_means_offline_within_seconds(monkeypatch):
     start = time.perf_counter()
     assert choose_mode("online") == "offline"
     assert time.perf_counter() - start < 5
+
+
+def test_skipped_results_made_by_other_code_are_named(tmp_path, caplog):
+    """A finished job is skipped when run again; when its record's commit differs from the
+    checkout in files the paper's run imports, a warning says so."""
+    import logging
+
+    from .conftest import run_paper
+    from .smoke import SMOKE
+
+    run = tmp_path / "run"
+    overrides = [*SMOKE["tps"], f"paths.cache_dir={tmp_path / 'cache'}"]
+    run_paper(overrides, run)
+    record = json.loads((run / "results.json").read_text())
+    record["git_sha"] = "d121551947db7665bb3e54577c1d31b6c2d00eb1"  # before this check existed
+    (run / "results.json").write_text(json.dumps(record))
+    with caplog.at_level(logging.WARNING, logger="paperlab"):
+        run_paper(overrides, run)
+    assert "its results are not this code's" in caplog.text

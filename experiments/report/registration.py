@@ -13,6 +13,7 @@ import subprocess
 from typing import Any
 
 from experiments.claims.papers import ROOT
+from experiments.runner.results import changed_files
 
 PREREGISTRATION = ROOT / "docs" / "preregistration.json"
 PILOT = ROOT / "docs" / "pilot.json"
@@ -90,18 +91,6 @@ def confirmatory_seeds(registered: dict) -> dict[str, list[int]]:
     """Per paper, the seeds the preregistration declares."""
     return {key: list(range(p["seed_range"][0], p["seed_range"][1] + 1))
             for key, p in registered["papers"].items()}
-
-
-def changed_files(since: str, until: str, key: str) -> list[str]:
-    """Files of the paper (its configs, protocol and method) and of the shared code that
-    changed between two commits."""
-    paths = [f"conf/paper/{key}.yaml", f"conf/papers/{key}", f"experiments/{key}.py",
-             f"methods/{key}", "experiments/runner", "experiments/claims", "models", "data",
-             "common", "run.py"]
-    done = subprocess.run(["git", "diff", "--name-only", since, until, "--", *paths],
-                          cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.split() if done.returncode == 0 else [f"(git diff {since}..{until} "
-                                                            "failed)"]
 
 
 def confirmatory_record(papers: list[dict]) -> dict[str, Any]:

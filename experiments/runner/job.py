@@ -49,6 +49,7 @@ from experiments.runner.context import RunContext
 from experiments.runner.registry import check_paper, load_protocol
 from experiments.runner.results import (
     REFUSED,
+    changed_files,
     clean_metrics,
     config_hash,
     git_sha,
@@ -291,6 +292,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     if done is not None:
         if done.get("config_hash") == cfg_hash:
             log.info("skipping: %s already holds the results of this config", output_dir)
+            _say_if_made_by_other_code(key, done, output_dir)
             return done["metrics"]
         raise UserError(f"{output_dir} already holds the results of another run "
                         f"(paper {done.get('paper')}, overrides {done.get('overrides')}); "
@@ -304,6 +306,21 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
                if not k.startswith(("hydra/", "schema")) and v is not None}
     return Job(key, cfg_hash, threads, choices, list(hydra_cfg.overrides.task),
                output_dir, hydra_cfg, hydra_cfg.mode == RunMode.MULTIRUN)
+
+
+def _say_if_made_by_other_code(key: str, done: dict, output_dir: Path) -> None:
+    """A warning when the skipped results were made by code that has changed since in the
+    files the paper's run imports (its configs, protocol, method and the shared code)."""
+    made = str(done.get("git_sha") or "").removesuffix("-dirty")
+    now = git_sha(PROJECT_ROOT)
+    if not made or not now or made == now.removesuffix("-dirty"):
+        return
+    changed = changed_files(made, "HEAD", key)
+    if changed:
+        log.warning("%s was made at %s; since then %s changed: its results are not this "
+                    "code's (delete the folder to run it again)", output_dir, made[:7],
+                    ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
+                                              if len(changed) > 5 else ""))
 
 
 def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:

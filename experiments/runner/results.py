@@ -139,6 +139,18 @@ def git_sha(root: Path) -> str | None:
         return None
 
 
+def changed_files(since: str, until: str, key: str) -> list[str]:
+    """Files of the paper (its configs, protocol and method) and of the shared code that
+    changed between two commits."""
+    paths = [f"conf/paper/{key}.yaml", f"conf/papers/{key}", f"experiments/{key}.py",
+             f"methods/{key}", "experiments/runner", "experiments/claims", "models", "data",
+             "common", "run.py"]
+    done = subprocess.run(["git", "diff", "--name-only", since, until, "--", *paths],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    return done.stdout.split() if done.returncode == 0 else [f"(git diff {since}..{until} "
+                                                            "failed)"]
+
+
 def package_versions() -> dict[str, str]:
     versions = {}
     for name in _VERSIONED_PACKAGES:
