@@ -356,3 +356,22 @@ def test_skipped_results_made_by_other_code_are_named(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="paperlab"):
         run_paper(overrides, run)
     assert "its results are not this code's" in caplog.text
+
+
+def test_a_users_config_folder_adds_options_the_hydra_way(tmp_path):
+    """``--config-dir D`` puts D on the search path: ``D/method/mine.yaml`` is
+    ``method=mine``; a file that is not YAML is one line naming it; --config-name (which
+    would replace paperlab's root config) is refused in one line saying what to do."""
+    from common.errors import UserError
+    from experiments.runner.cli import prepare
+
+    (tmp_path / "method").mkdir()
+    mine = (ROOT / "conf" / "papers" / "sufexplain" / "method" / "sufexplain.yaml").read_text()
+    (tmp_path / "method" / "mine.yaml").write_text(mine.replace("edges: 5", "edges: 3"))
+    argv = prepare(["+paper=sufexplain", "method=mine", "--config-dir", str(tmp_path)])
+    assert any(a.startswith("hydra.searchpath=") and str(tmp_path) in a for a in argv)
+    (tmp_path / "method" / "broken.yaml").write_text("name: sufexplain\nedges: [3\n")
+    with pytest.raises(UserError, match=r"broken.yaml, line \d+ is not valid YAML"):
+        prepare(["+paper=sufexplain", "method=broken", "--config-dir", str(tmp_path)])
+    with pytest.raises(UserError, match="add --config-dir D method=mine"):
+        prepare(["+paper=sufexplain", "--config-dir", str(tmp_path), "--config-name", "x"])

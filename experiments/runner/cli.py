@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
 
 from common.errors import UserError, did_you_mean, ensure_writable
@@ -64,14 +65,15 @@ def paper_dirs(keys: list[str]) -> list[Path]:
     return [CONF_DIR / "papers" / key for key in keys if (CONF_DIR / "papers" / key).is_dir()]
 
 
-def search_path_override(keys: list[str]) -> list[str]:
-    """``hydra.searchpath=[...]`` making each selected paper's folder searchable."""
-    dirs = paper_dirs(keys)
+def search_path_override(keys: list[str], user_dirs: tuple[Path, ...] = ()) -> list[str]:
+    """``hydra.searchpath=[...]`` making each selected paper's folder searchable, then the
+    user's config folders (``--config-dir``)."""
+    dirs = paper_dirs(keys) + list(user_dirs)
     return [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
 
 
-def group_options(group: str, keys: list[str]) -> list[str]:
-    folders = [CONF_DIR / group] + [d / group for d in paper_dirs(keys)]
+def group_options(group: str, keys: list[str], user_dirs: tuple[Path, ...] = ()) -> list[str]:
+    folders = [CONF_DIR / group] + [d / group for d in paper_dirs(keys) + list(user_dirs)]
     return sorted({p.stem for folder in folders if folder.is_dir()
                    for p in folder.glob("*.yaml")})
 
@@ -106,7 +108,7 @@ def scale_override(argv: list[str], keys: list[str]) -> list[str]:
     return out
 
 
-def check_arguments(argv: list[str]) -> list[str]:
+def check_arguments(argv: list[str], user_dirs: tuple[Path, ...] = ()) -> list[str]:
     """Raise ``UserError`` on what is wrong in ``argv``; return the selected papers."""
     overrides = _overrides(argv)
     if not any(key.lstrip("+") == "paper" for key, _ in overrides):
@@ -118,7 +120,7 @@ def check_arguments(argv: list[str]) -> list[str]:
     for key, value in overrides:
         name = key.lstrip("+~")
         if name in GROUPS:
-            known = group_options(name, keys)
+            known = group_options(name, keys, user_dirs)
             for option in _split_values(value):
                 if option and not _SWEEP_FUNCTIONS.match(option) and option not in known:
                     raise did_you_mean(f"{name} option", option, known)
@@ -168,7 +170,8 @@ def papers_using(group: str) -> list[str]:
     return [k for k in all_papers() if group in (paper_info(k).get("uses") or [])]
 
 
-def check_composition(argv: list[str], keys: list[str], require_data: bool = True):
+def check_composition(argv: list[str], keys: list[str], require_data: bool = True,
+                      user_dirs: tuple[Path, ...] = ()):
     """Compose the config as Hydra will, so a key that does not exist, a value of the wrong
     type or out of its schema's range ends in one line naming it, with a close match, instead
     of Hydra's message block or a failed job; returns the config of the first job. Each value
@@ -187,20 +190,21 @@ def check_composition(argv: list[str], keys: list[str], require_data: bool = Tru
         values = _split_values(value)
         if not _SWEEP_FUNCTIONS.match(value):
             swept.setdefault(key, (value, values))
-    cfg = _compose_checked([f"{k}={v}" for k, v in settings], keys, require_data)
+    cfg = _compose_checked([f"{k}={v}" for k, v in settings], keys, require_data, user_dirs)
     for key, (given, values) in swept.items():
         for other in dict.fromkeys(values):
             changed = [f"{k}={other if k == key else v}" for k, v in settings]
             if key not in dict(settings):
                 changed.append(f"{key}={other}")
             try:
-                _compose_checked(changed, keys, require_data)
+                _compose_checked(changed, keys, require_data, user_dirs)
             except UserError as err:
                 raise UserError(f"{key}={other} (of the sweep {key}={given}): {err}") from None
     return cfg
 
 
-def _compose_checked(overrides: list[str], keys: list[str], require_data: bool):
+def _compose_checked(overrides: list[str], keys: list[str], require_data: bool,
+                     user_dirs: tuple[Path, ...] = ()):
     """One composition, its keys and ranges checked; UserError with one line."""
     import dataclasses
 
@@ -212,7 +216,7 @@ def _compose_checked(overrides: list[str], keys: list[str], require_data: bool):
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=overrides + search_path_override(keys))
+            cfg = compose("config", overrides=overrides + search_path_override(keys, user_dirs))
     except HydraException as err:
         cause = err.__cause__
         full_key = getattr(cause, "full_key", None)
@@ -231,6 +235,11 @@ def _compose_checked(overrides: list[str], keys: list[str], require_data: bool):
         if message.endswith(":") and len(lines) > 1:  # "... while composing config:"
             message += " " + " ".join(lines[1:3])
         raise UserError(message) from None
+    except yaml.YAMLError as err:  # a config file (a user's --config-dir one) is not YAML
+        mark = getattr(err, "problem_mark", None)
+        where = f"{mark.name}, line {mark.line + 1}" if mark else "a config file"
+        raise UserError(f"{where} is not valid YAML: {getattr(err, 'problem', None) or err}"
+                        ) from None
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing and require_data:  # a data folder or file nothing can fetch by name
         raise UserError(f"set {', '.join(f'{k}=<path>' for k in missing)}: this setting reads "
@@ -303,16 +312,39 @@ def check_folders(cfg) -> None:
                             "outputs, paths.cache_dir=${paths.output_dir}/cache)")
 
 
+def user_config_dirs(flags: list[str]) -> tuple[list[str], tuple[Path, ...]]:
+    """(the other flags, the folders of ``--config-dir D`` / ``-cd D``): a user's folder of
+    config groups, searched after paperlab's (``D/method/mine.yaml`` is ``method=mine``).
+    ``--config-name``/``--config-path`` would replace paperlab's root config: refused."""
+    rest, dirs, flags = [], [], list(flags)
+    while flags:
+        flag = flags.pop(0)
+        name, equals, value = flag.partition("=")
+        if name in ("--config-dir", "-cd"):
+            folder = Path(value if equals else (flags.pop(0) if flags else "")).expanduser()
+            if not folder.is_dir():
+                raise UserError(f"--config-dir {folder} is not a folder")
+            dirs.append(folder.resolve())
+        elif name in ("--config-name", "-cn", "--config-path", "-cp"):
+            raise UserError(f"{name} replaces paperlab's root config (conf/config.yaml); put "
+                            "your options in a folder of groups (D/method/mine.yaml) and "
+                            "add --config-dir D method=mine")
+        else:
+            rest.append(flag)
+    return rest, tuple(dirs)
+
+
 def prepare(argv: list[str]) -> list[str]:
     """Check ``argv`` and return it with the paper search path and job naming added (once:
     the processes of a multi-process launch re-run the command with these already in it),
     every override first and Hydra's flags after them. A command that only prints
     (``--cfg``, ``--info``) may leave a data path unset."""
     flags, argv = split_flags(argv)
+    flags, user_dirs = user_config_dirs(flags)
     printing = any(f in ("--cfg", "-c", "--info", "-i") for f in flags)
-    keys = check_arguments(argv)
+    keys = check_arguments(argv, user_dirs)
     argv = scale_override(argv, keys)
-    cfg = check_composition(argv, keys, require_data=not printing)
+    cfg = check_composition(argv, keys, require_data=not printing, user_dirs=user_dirs)
     check_folders(cfg)
     if len(keys) == 1:  # a claim that names an undeclared metric: one line, before the run
         from experiments.claims.metrics import check_claim_metrics
@@ -323,5 +355,5 @@ def prepare(argv: list[str]) -> list[str]:
 
         watch_jobs()
     given = {a.split("=", 1)[0] for a in argv}
-    added = search_path_override(keys) + job_name_override(argv, keys)
+    added = search_path_override(keys, user_dirs) + job_name_override(argv, keys)
     return argv + [a for a in added if a.split("=", 1)[0] not in given] + flags
