@@ -375,3 +375,22 @@ def test_a_users_config_folder_adds_options_the_hydra_way(tmp_path):
         prepare(["+paper=sufexplain", "method=broken", "--config-dir", str(tmp_path)])
     with pytest.raises(UserError, match="add --config-dir D method=mine"):
         prepare(["+paper=sufexplain", "--config-dir", str(tmp_path), "--config-name", "x"])
+
+
+def test_a_hanging_bubblewrap_probe_is_one_line(monkeypatch):
+    import subprocess as sp
+
+    from common.errors import UserError
+    from methods.directsynth import isolation
+
+    def hang(*args, **kwargs):
+        raise sp.TimeoutExpired(args[0], kwargs.get("timeout"))
+
+    monkeypatch.setattr(isolation, "_which", lambda program: "/usr/bin/" + program)
+    monkeypatch.setattr(isolation.subprocess, "run", hang)
+    isolation.bwrap_available.cache_clear()
+    try:
+        with pytest.raises(UserError, match="did not build a test sandbox within"):
+            isolation.bwrap_available()
+    finally:
+        isolation.bwrap_available.cache_clear()

@@ -251,6 +251,9 @@ def _which(program: str) -> str:
     return path
 
 
+PROBE_SECONDS = 30  # a sandbox that takes longer to build than this is not coming
+
+
 @functools.cache
 def bwrap_available() -> str:
     """The bwrap executable, after one probe that it can build a sandbox here (a kernel
@@ -260,7 +263,13 @@ def bwrap_available() -> str:
              "--proc", "/proc", "--die-with-parent", "true"]
     if os.geteuid() != 0:
         probe[5:5] = ["--unshare-user"]
-    done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"bubblewrap did not build a test sandbox within {PROBE_SECONDS} s "
+                        "(a hung namespace or mount setup on this machine); check `bwrap "
+                        "--ro-bind / / true` by hand, or set method.sandbox=unsafe_process to "
+                        "run trusted programs without isolation") from None
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise UserError(f"bubblewrap cannot create a sandbox on this machine ({reason}); "
