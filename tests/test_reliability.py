@@ -394,3 +394,23 @@ def test_a_hanging_bubblewrap_probe_is_one_line(monkeypatch):
             isolation.bwrap_available()
     finally:
         isolation.bwrap_available.cache_clear()
+
+
+def test_a_full_disk_inside_torchs_writer_is_one_line(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a RuntimeError from its C++ writer: failed.json says
+    'no space left' in one line with the cache folder and its free space."""
+    from experiments.runner import job
+
+    from .conftest import run_failing
+    from .test_runner import DITHERQ_SMOKE
+
+    def full(metrics):
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . PytorchStreamWriter "
+                           "failed writing file data/0: file write failed")
+
+    monkeypatch.setattr(job, "clean_metrics", full)
+    code, failed = run_failing([*DITHERQ_SMOKE, f"paths.cache_dir={tmp_path / 'cache'}"],
+                               tmp_path / "a")
+    assert code == 2 and failed["user_error"]
+    assert "no space left on the device" in failed["error"] and "MiB free" in failed["error"]
+    assert "\n" not in failed["error"] and "enforce fail" not in failed["error"]

@@ -164,8 +164,10 @@ def _execute(cfg: DictConfig, hydra_cfg: Any, output_dir: Path, multirun: bool
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         raise  # never a result: the launcher must not read this attempt as finished
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
-        if isinstance(err, OSError) and err.errno in DISK_FULL:
-            err = UserError(write_error_message(err, output_dir))
+        full = disk_full(err)
+        if full is not None:
+            err = UserError(write_error_message(full, output_dir if full.filename else
+                                                Path(cfg.paths.cache_dir)))
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         if multirun:
             return None
@@ -176,6 +178,22 @@ def _execute(cfg: DictConfig, hydra_cfg: Any, output_dir: Path, multirun: bool
 
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# how libraries that write through their own C++ code (torch.save, safetensors) say it
+DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "file write failed",
+                   "unexpected pos")
+
+
+def disk_full(err: BaseException) -> OSError | None:
+    """The full-disk error behind ``err`` (itself, its causes, or a library's message that
+    says so: torch's writer raises RuntimeError), else None."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen
+        if isinstance(seen, RuntimeError) and any(w in str(seen) for w in DISK_FULL_WORDS):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def full_errors_requested() -> bool:
