@@ -403,6 +403,8 @@ def test_hostile_programs_are_contained():
                  "inotify_watches"):
         assert "ran, returned [0.0, 0.0]" == reasons[name], reasons[name]
     assert "nondeterministic" in reasons["answers_differ"]
+    # a crash of the program's process is named, and no core is dumped (non-dumpable)
+    assert "killed by SIGSEGV" in reasons["c_stack_overflow"], reasons["c_stack_overflow"]
     assert "too slow" in reasons["slow_answers"]
     # a line the supervisor cannot parse, or one too long, voids the program
     for name in ("nested_result_line", "huge_result_line"):
@@ -585,9 +587,11 @@ before = {"fork_in_supervisor": attempt(lambda: os.waitpid(os.fork() or os._exit
           "proc_mountinfo": attempt(lambda: open("/proc/self/mountinfo").read()),
           "host_root": sorted(os.listdir("/")), "uid": os.getuid()}
 sys.path.insert(0, "/opt/worker")
-from sandbox_worker import _disable_huge_pages, _install_filter
+from sandbox_worker import _disable_huge_pages, _install_filter, _not_dumpable
 _disable_huge_pages()
 before["huge_pages_disabled"] = libc.prctl(42, 0, 0, 0, 0)  # PR_GET_THP_DISABLE
+_not_dumpable()
+before["dumpable"] = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
 with os.fdopen(child_filter, "rb") as handle:
     program = handle.read()
 _install_filter(program)
@@ -677,6 +681,7 @@ def test_the_boundary_alone_contains_unguarded_code(tmp_path):
     assert set(before.pop("host_root")) <= {"bin", "dev", "lib", "lib32", "lib64", "opt",
                                              "sbin", "tmp", "usr"}
     assert before.pop("huge_pages_disabled") == 1
+    assert before.pop("dumpable") == 0  # no core dump, nor a core_pattern helper, ever
     # the supervisor may fork and read its own limits; bubblewrap's allowlist refuses the
     # rest to it too; there is no /proc
     assert before == {"fork_in_supervisor": "succeeded", "prlimit_self": "succeeded",

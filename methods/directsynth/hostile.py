@@ -107,6 +107,11 @@ HOSTILE = {
     "huge_allocation": "def heuristic(state, task):\n    x = bytearray(10 ** 11)\n"
                        "    return len(x)\n",
     "unbounded_recursion": "def heuristic(state, task):\n    return heuristic(state, task) + 1\n",
+    # a crash without a system call: C code recursing through a million nested iterators
+    # overflows the C stack (SIGSEGV); the child is non-dumpable, so no core helper runs
+    "c_stack_overflow": "import itertools\ndef heuristic(state, task):\n"
+                        "    it = iter([0.0])\n    for _ in range(10 ** 6):\n"
+                        "        it = itertools.chain(it)\n    return next(it)\n",
     "kill_worker": _INTROSPECT + "def heuristic(state, task):\n"
                    "    _globals_with('_exit')['_exit'](0)\n",
     "forge_reply": "def heuristic(state, task):\n"

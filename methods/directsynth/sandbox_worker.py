@@ -45,6 +45,7 @@ import math
 import operator
 import os
 import resource
+import signal
 import statistics
 import sys
 import traceback
@@ -67,6 +68,7 @@ MAX_MESSAGE_CHARS = 500
 CHILD_OPEN_FILES = 16  # 0-2, the result pipe, and a few pipes at most (their buffers count)
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 PR_SET_THP_DISABLE, PR_GET_THP_DISABLE = 41, 42
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 FEATURES = None  # features.py, loaded by main() from beside this file
 
 
@@ -110,6 +112,16 @@ def _disable_huge_pages() -> None:
         raise OSError(ctypes.get_errno(), "transparent huge pages could not be disabled")
 
 
+def _not_dumpable() -> None:
+    """No core dump of this process, ever: RLIMIT_CORE 0 does not stop a kernel whose
+    core_pattern pipes to a helper from starting that helper (as root, outside the sandbox)
+    for a crashed process; a non-dumpable one is never dumped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or \
+            libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the process could not be made non-dumpable")
+
+
 def _install_filter(program: bytes) -> None:
     """Load a compiled seccomp filter (an array of struct sock_filter) into this process."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -129,6 +141,7 @@ def _confine(memory_bytes: int, child_filter: bytes | None) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (CHILD_OPEN_FILES, CHILD_OPEN_FILES))
     _disable_huge_pages()
+    _not_dumpable()
     if child_filter is not None:
         _install_filter(child_filter)
     sys.modules.pop("ctypes", None)
@@ -300,8 +313,9 @@ class Child:
             if self.scanned > MAX_RESULT_BYTES:
                 raise Violation("the program's result is too large")
             chunk = os.read(self.result, 1 << 16)
-            if not chunk:
-                raise Violation("the program's process ended before answering")
+            if not chunk:  # only the child holds the pipe's write end: it is exiting
+                raise Violation(f"the program's process {self._how_it_ended()} before "
+                                "answering")
             self.buffer += chunk
         if end + 1 != len(self.buffer) or end > MAX_RESULT_BYTES:
             raise Violation("the program wrote to its result channel")
@@ -310,6 +324,14 @@ class Child:
         self.scanned = 0
         return line
 
+    def _how_it_ended(self) -> str:
+        """'was killed by SIGSEGV' (a crash, a C-stack overflow) or 'ended' (it exited)."""
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if os.WIFSIGNALED(status):
+            return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        return "ended"
+
     def end(self) -> None:
         """Close the jobs; the child must exit cleanly having written nothing more."""
         os.close(self.job)
@@ -317,7 +339,7 @@ class Child:
             rest = self.buffer + os.read(self.result, 1 << 16)
         finally:
             os.close(self.result)
-            _, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(self.pid, 0) if self.pid else (None, 0)
         if rest:
             raise Violation("the program wrote to its result channel")
         if status != 0:
