@@ -395,6 +395,42 @@ HOSTILE = {
                        f"    watch = _syscall({_NR['inotify_add_watch']}, fd, _cstring(b'/'),"
                        " 0x100)[0]\n"
                        "    return 1 if watch >= 0 else 0\n",
+    # kernel memory outside the address-space limit: page tables. Two-page read-only
+    # mappings 2 GiB apart, each across a 1 GiB line, each page read once: every 8 KiB that
+    # RLIMIT_AS counts costs the kernel page-table pages at every level (about 2x the limit
+    # in page tables); returns the pages touched
+    "page_tables_spread": _SYSCALL + "def heuristic(state, task):\n"
+                          "    c = _unguard().modules['_ctypes']\n"
+                          "    class Byte(c._SimpleCData):\n"
+                          "        _type_ = 'b'\n"
+                          "    touched = 0\n"
+                          "    for k in range({rounds}):\n"
+                          "        hint = 2 ** 40 + k * 2 ** 31 + 2 ** 30 - 4096\n"
+                          f"        address = _syscall({_NR['mmap']}, hint, 8192, 1, 0x22, -1, 0)"
+                          "[0]\n"
+                          "        if address in (-1, 0) or address < 0:\n"
+                          "            return touched\n"
+                          "        touched += 2 + 0 * (Byte.from_address(address).value\n"
+                          "                            + Byte.from_address(address + 4096).value)\n"
+                          "    return touched\n",
+    # the same by punching holes: map 256 MiB, touch one page, unmap the rest, again (one
+    # page-table page per kept page, up to the kernel's count of mappings)
+    "page_tables_holes": _SYSCALL + "def heuristic(state, task):\n"
+                         "    c = _unguard().modules['_ctypes']\n"
+                         "    class Byte(c._SimpleCData):\n"
+                         "        _type_ = 'b'\n"
+                         "    touched, size = 0, 256 * 2 ** 20\n"
+                         "    for k in range({rounds}):\n"
+                         f"        base = _syscall({_NR['mmap']}, 0, size, 3, 0x22, -1, 0)[0]\n"
+                         "        if base in (-1, 0) or base < 0:\n"
+                         "            return touched\n"
+                         "        keep = base + (k % 127 + 1) * 2 ** 21\n"
+                         "        Byte.from_address(keep).value = 1\n"
+                         f"        _syscall({_NR['munmap']}, base, keep - base)\n"
+                         f"        _syscall({_NR['munmap']}, keep + 4096,"
+                         " base + size - keep - 4096)\n"
+                         "        touched += 1\n"
+                         "    return touched\n",
     # a value that depends on how often the program was asked, not on the state: each answer
     # smaller than the ones before, so every explored state would look improving
     "answers_differ": "_asked = [0]\n"
@@ -409,7 +445,9 @@ MUST_VOID = ("forge_result_then_raise", "nested_result_line", "huge_result_line"
              "answers_differ")
 # Programs whose value (1, or a count) says that their side effect happened on the host.
 REPORTS_SIDE_EFFECT = ("sysv_shared_memory", "create_files_flood", "xattr_flood",
-                       "meddle_supervisor", "vmsplice_huge_pages", "inotify_watches")
+                       "meddle_supervisor", "vmsplice_huge_pages", "inotify_watches",
+                       "page_tables_spread", "page_tables_holes")
+PAGE_TABLE_ROUNDS = 60_000  # the page-table programs' rounds: about 940 MiB unconfined
 REQUESTS = 8  # requests per program (stopping at the first error)
 SLOW_FRACTION = 0.9  # slow_answers answers each request after this share of the limit
 
@@ -419,6 +457,16 @@ class HostileOutcome:
     name: str
     escaped: bool
     outcome: str  # how the sandbox reported it
+    page_tables_kib: int = 0  # the host's page tables while the program's child lived, more
+    # than before it started (/proc/meminfo; other processes move it a little too)
+
+
+def page_tables_kib() -> int:
+    """The host's kernel memory in page tables (``PageTables`` of /proc/meminfo), KiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("PageTables:"):
+            return int(line.split()[1])
+    return 0
 
 
 def run_hostile_suite(task: Task, timeout: float = 2.0,
@@ -431,7 +479,8 @@ def run_hostile_suite(task: Task, timeout: float = 2.0,
 
 
 def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
-                        sandbox: str = "bwrap") -> HostileOutcome:
+                        sandbox: str = "bwrap", rounds: int = PAGE_TABLE_ROUNDS
+                        ) -> HostileOutcome:
     """Run one program of :data:`HOSTILE` and look for its side effect on the host, with the
     default time budgets of :class:`Limits` in units of ``timeout``."""
     budget = Limits().task_budget * timeout
@@ -448,9 +497,10 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
         marker = Path(folder) / f"{name}.marker"
         program = HOSTILE[name].format(marker=str(marker), port=server.getsockname()[1],
                                        victim_file=str(victim_file), victim_pid=victim.pid,
-                                       pause=SLOW_FRACTION * timeout)
+                                       pause=SLOW_FRACTION * timeout, rounds=rounds)
         start = time.perf_counter()
         voided, returned = False, []
+        page_tables_before, grown = page_tables_kib(), 0
         try:  # as run_over_tasks: values count once the task's run ended without error
             with SandboxedHeuristic(program, timeout=timeout, sandbox=sandbox,
                                     task_budget=budget,
@@ -458,6 +508,7 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
                 h.set_task(task)
                 for _ in range(REQUESTS):
                     returned += h([task.init])
+                    grown = max(grown, page_tables_kib() - page_tables_before)
                 values = returned
                 h.confirm({task.init: values[-1]})  # as the directness check's evidence
                 h.end_task()
@@ -486,4 +537,4 @@ def run_hostile_program(name: str, task: Task, timeout: float = 2.0,
         reported = name in REPORTS_SIDE_EFFECT and any(v != 0 for v in returned)
         escaped = (os.path.lexists(marker) or connected or forged or killed or touched
                    or overran or kept or reported or (harmed and name != "infinite_loop"))
-        return HostileOutcome(name, escaped, outcome)
+        return HostileOutcome(name, escaped, outcome, grown)

@@ -24,8 +24,15 @@ inside bubblewrap with:
   created, executable memory only from files, limits of the calling process only, and the
   measured ``fcntl``, ``ioctl`` and ``prctl`` commands. The second, which the supervisor
   installs in each child before the program's text runs (:data:`CHILD_ALLOWED`), admits
-  seven: ``read`` and ``write`` on the child's two pipes, ``brk``, ``mmap`` (never
-  executable), ``mremap`` and ``munmap`` for its memory, and ``exit_group``. The program
+  four: ``read`` and ``write`` on the child's two pipes, ``brk`` for its memory and
+  ``exit_group``. No ``mmap``, ``munmap`` or ``mremap``: the child's heap is one
+  contiguous ``brk`` range, which RLIMIT_AS counts, so the page tables it can make the
+  kernel hold (unswappable, outside RLIMIT_AS) stay about 1/512 of its memory limit; with
+  mappings placed far apart or punched into holes a child held about 940 MiB of page tables
+  under a 469 MiB limit. The worker runs on the C library's allocator
+  (``PYTHONMALLOC=malloc``, set in the sandbox's otherwise empty environment, so the
+  interpreter's own arenas are not mapped) and the child tells it never to map memory
+  (``mallopt(M_MMAP_MAX, 0)``) before its filter. The program
   therefore cannot open a file (nor import a module that is not loaded already), make a pipe,
   change a descriptor (no ``fcntl``: no SIGIO owner or signal, no ``O_ASYNC``, no pipe
   size), splice memory (``vmsplice``), advise memory (``madvise``: no huge pages), watch
@@ -83,7 +90,7 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`
 SANDBOX_ALLOWED = (
     "access", "arch_prctl", "brk", "capget", "capset", "clone", "close", "close_range", "dup2",
     "execve", "exit_group", "futex", "getdents64", "getrandom", "getresgid", "getresuid",
-    "gettid", "getuid", "lseek", "mremap", "munmap", "newfstatat", "pipe2", "pread64", "read",
+    "gettid", "getuid", "lseek", "newfstatat", "pipe2", "pread64", "read",
     "readlink", "rseq", "rt_sigaction", "rt_sigprocmask", "set_robust_list", "set_tid_address",
     "setgroups", "setresgid", "setresuid", "sysinfo", "wait4", "write",
 )
@@ -104,8 +111,12 @@ SANDBOX_REFUSED = {
               "(there is none in the sandbox) and goes on with the numeric uid",
     "connect": "the same lookup's connection",
 }
-# The child that runs the program: its job and result pipes, its memory, its exit.
-CHILD_ALLOWED = ("brk", "exit_group", "mremap", "munmap", "read", "write")
+# The child that runs the program: its job and result pipes, its heap (brk only), its exit.
+CHILD_ALLOWED = ("brk", "exit_group", "read", "write")
+CHILD_REFUSED = {
+    "mmap": "the allocator's fallback when brk fails at the memory limit; refused, malloc "
+            "returns NULL and the program gets its MemoryError as it did",
+}
 # argument constants (Linux, every architecture)
 PROT_EXEC, MAP_ANONYMOUS, O_CREAT, O_TMPFILE_BIT = 0x4, 0x20, os.O_CREAT, 0o20000000
 FCNTL = {"F_GETFD": 1, "F_DUPFD_CLOEXEC": 1030}
@@ -130,7 +141,7 @@ SANDBOX_ARGUMENTS = (
     *(("ioctl", [(1, 2**32 - 1, value)]) for value in IOCTL.values()),
     *(("prctl", [(0, 2**64 - 1, value)]) for value in PRCTL.values()),
 )
-CHILD_ARGUMENTS = (("mmap", [(2, PROT_EXEC, 0)]),)  # no executable memory at all
+CHILD_ARGUMENTS = ()  # no call is allowed by its arguments: no mapping at all
 WORKER_FILES = ("sandbox_worker.py", "features.py")
 
 
@@ -211,7 +222,7 @@ def isolated_python(python_args: list[str], scratch: str) -> Launch:
                         f"{prefix}; run with a standard installation or "
                         "method.sandbox=unsafe_process") from None
     argv = [bwrap, "--die-with-parent", "--new-session", "--clearenv",
-            "--setenv", "PATH", "/usr/bin:/bin",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "PYTHONMALLOC", "malloc",
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try",
             "--ro-bind", "/usr", "/usr"]
@@ -230,7 +241,10 @@ def isolated_python(python_args: list[str], scratch: str) -> Launch:
     argv += ["--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
     seccomp = _seccomp_file(SANDBOX_ALLOWED + tuple(SANDBOX_EQUIVALENTS), SANDBOX_ARGUMENTS)
     argv += ["--seccomp", str(seccomp.fileno())]
-    python = [str(inside_interpreter), "-I", "-B", *python_args]
+    # -s -B (and -P where it exists), not -I: -I would ignore PYTHONMALLOC; the environment
+    # is empty but for the two variables above
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    python = [str(inside_interpreter), "-s", "-B", *safe_path, *python_args]
     if os.geteuid() == 0:
         # no user namespace: the worker becomes nobody for the host kernel too
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",

@@ -69,6 +69,7 @@ CHILD_OPEN_FILES = 16  # 0-2, the result pipe, and a few pipes at most (their bu
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 PR_SET_THP_DISABLE, PR_GET_THP_DISABLE = 41, 42
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+M_MMAP_MAX = -4  # mallopt: how many chunks the allocator may map (0: none, brk only)
 FEATURES = None  # features.py, loaded by main() from beside this file
 
 
@@ -112,6 +113,15 @@ def _disable_huge_pages() -> None:
         raise OSError(ctypes.get_errno(), "transparent huge pages could not be disabled")
 
 
+def _heap_only() -> None:
+    """The C library's allocator grows the heap with brk alone, never mmap (the sandbox's
+    filters allow no munmap or mremap, the child's no mmap either; the interpreter allocates
+    through it: PYTHONMALLOC=malloc). The supervisor sets it, and each child again."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mallopt(M_MMAP_MAX, 0) != 1:
+        raise OSError(ctypes.get_errno(), "mallopt(M_MMAP_MAX, 0) failed")
+
+
 def _not_dumpable() -> None:
     """No core dump of this process, ever: RLIMIT_CORE 0 does not stop a kernel whose
     core_pattern pipes to a helper from starting that helper (as root, outside the sandbox)
@@ -143,6 +153,7 @@ def _confine(memory_bytes: int, child_filter: bytes | None) -> None:
     _disable_huge_pages()
     _not_dumpable()
     if child_filter is not None:
+        _heap_only()
         _install_filter(child_filter)
     sys.modules.pop("ctypes", None)
     sys.addaudithook(_audit)
@@ -406,6 +417,8 @@ def main():
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if child_filter is not None:  # in the sandbox, whose filter allows no munmap either
+        _heap_only()
     supervisor = Supervisor(memory, child_filter)
     while True:
         supervisor.fork_spare()

@@ -103,8 +103,10 @@ def parse_trace(text: str) -> dict[str, dict[str, list]]:
         if name == "execve" and active >= 1 and "python" in args.split(",", 1)[0]:
             interpreter = True
         if line.split(None, 1)[1].startswith(_SECCOMP):
-            # before the worker started: bubblewrap's filter; after: the program's child's
-            filters[pid] = 2 if interpreter else 1
+            # the program's child's filter: installed after the worker started, on top of an
+            # inherited one; any other is bubblewrap's (its processes' lines interleave with
+            # the worker's start differently under load)
+            filters[pid] = 2 if interpreter and active >= 1 else 1
             inside = True
     return {kind: {name: sorted(v for v in values if v is not None)
                    for name, values in sorted(found.items())}
