@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 
 from common.kernels import pin_cpu_kernels
@@ -27,6 +28,7 @@ from experiments.runner.job import (  # noqa: E402
     EXIT_FAILED,
     EXIT_REJECTED,
     execute,
+    record_interrupted_sweep,
     report_uncaught,
 )
 from experiments.runner.registry import known_papers  # noqa: E402
@@ -59,8 +61,24 @@ if __name__ == "__main__":
     os.environ.setdefault("PAPERLAB_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "0"))
     os.environ["HYDRA_FULL_ERROR"] = "1"
     logging.raiseExceptions = False  # a log file on a full disk: no traceback per record
+    # an interrupted sweep leaves its launcher's semaphores to the resource trackers, which
+    # would warn about them at exit (the jobs' own records say what was interrupted)
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [
+        os.environ.get("PYTHONWARNINGS"), *(f"ignore::UserWarning:{module}" for module in (
+            "multiprocessing.resource_tracker",
+            "joblib.externals.loky.backend.resource_tracker"))]))
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):  # SIGTERM to the sweep's own process: as Ctrl-C, one line
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # a job replaces it with its own while it runs
     try:
         main()
+    except KeyboardInterrupt:  # the sweep's own process (a single run handles it in its job)
+        sys.exit(record_interrupted_sweep(last_sweep.get("dir"),
+                                          stopped_by[0] if stopped_by else signal.SIGINT))
     except Exception as err:  # noqa: BLE001 - a bug's traceback is re-raised there
         sys.exit(report_uncaught(err))
     if last_sweep.get("failed"):

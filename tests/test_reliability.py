@@ -414,3 +414,33 @@ def test_a_full_disk_inside_torchs_writer_is_one_line(tmp_path, monkeypatch):
     assert code == 2 and failed["user_error"]
     assert "no space left on the device" in failed["error"] and "MiB free" in failed["error"]
     assert "\n" not in failed["error"] and "enforce fail" not in failed["error"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_joblib_sweep_is_one_line_and_every_job_records_it(tmp_path):
+    """SIGINT to the sweep's whole process group (a terminal's Ctrl-C): exit 130, one
+    'rerun the same command' line, no traceback or leaked-semaphore warning, and each
+    interrupted job's folder holds failed.json saying interrupted."""
+    import signal
+    import time
+
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "run.py", "-m", "+paper=ditherq", "protocol.n_trials=100000",
+         "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         f"hydra.sweep.dir={sweep}", f"paths.cache_dir={tmp_path / 'cache'}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    deadline = time.monotonic() + 90
+    while len(list(sweep.glob("*/config_resolved.yaml"))) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the jobs never started"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.count("rerun the same command to resume") == 1, err[-2000:]
+    assert "Traceback" not in err and "leaked semaphore" not in err, err[-2000:]
+    for job in sorted(p.parent for p in sweep.glob("*/config_resolved.yaml")):
+        failed = json.loads((job / "failed.json").read_text())
+        assert failed["interrupted"] and "SIGINT" in failed["error"], (job, failed)

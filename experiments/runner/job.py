@@ -265,11 +265,50 @@ def _stop_interrupted(err: Interrupted, cfg: DictConfig, hydra_cfg: Any, output_
                       multirun: bool) -> None:
     """failed.json and one line; a launcher's worker process ends entirely."""
     _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
-    print(f"interrupted ({err}); rerun the same command to resume", file=sys.stderr)
+    if not multirun:  # a sweep's job: the sweep's process says it once for all of them
+        print(f"interrupted ({err}); rerun the same command to resume", file=sys.stderr)
     if _watching_parent:
         sys.stderr.flush()
         os._exit(err.exit_code)
     sys.exit(err.exit_code)
+
+
+def record_interrupted_sweep(sweep_dir: Path | None, signum: int = signal.SIGINT,
+                             grace: float = 5.0) -> int:
+    """The sweep's own process was interrupted (Ctrl-C reaches every process of the
+    terminal's group; the launcher then stops its workers): after ``grace`` seconds for the
+    jobs to write their own ``failed.json``, each job folder of the sweep with neither
+    results nor a failure record, and whose lock no live job holds, gets one saying
+    ``interrupted``. One line; returns the exit code (128 + the signal)."""
+    name = signal.Signals(signum).name
+    deadline = time.monotonic() + grace
+    pending = _unfinished_jobs(sweep_dir)
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.2)
+        pending = _unfinished_jobs(sweep_dir)
+    for folder in pending:
+        try:
+            with run_folder_lock(folder):
+                overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
+                write_json(folder / "failed.json", {
+                    "paper": next((o.split("=", 1)[1] for o in overrides
+                                   if o.lstrip("+").startswith("paper=")), None),
+                    "error": f"interrupted ({name})", "user_error": False,
+                    "interrupted": True, "traceback": None,
+                    "overrides": list(overrides)})
+        except (FolderBusy, OSError, ValueError):
+            continue  # a job still writing its own record, or a folder it never set up
+    print(f"interrupted ({name}); rerun the same command to resume", file=sys.stderr)
+    return 128 + signum
+
+
+def _unfinished_jobs(sweep_dir: Path | None) -> list[Path]:
+    if sweep_dir is None or not sweep_dir.is_dir():
+        return []
+    return [overrides.parent.parent for overrides in sorted(
+        sweep_dir.glob("**/.hydra/overrides.yaml"))
+        if not (overrides.parent.parent / "results.json").exists()
+        and not (overrides.parent.parent / "failed.json").exists()]
 
 
 def _close_progress_bars() -> None:

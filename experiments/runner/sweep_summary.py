@@ -285,8 +285,10 @@ class SweepSummary(Callback):
             self._refresh(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A rerun of the sweep judges its own refusals, not an earlier run's."""
+        """A rerun of the sweep judges its own refusals, not an earlier run's; the sweep's
+        folder is known from here on (an interrupted sweep records its jobs there)."""
         shutil.rmtree(Path(config.hydra.sweep.dir) / REFUSED, ignore_errors=True)
+        last_sweep["dir"] = Path(config.hydra.sweep.dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._refresh(config)
