@@ -444,3 +444,19 @@ def test_ctrl_c_during_a_joblib_sweep_is_one_line_and_every_job_records_it(tmp_p
     for job in sorted(p.parent for p in sweep.glob("*/config_resolved.yaml")):
         failed = json.loads((job / "failed.json").read_text())
         assert failed["interrupted"] and "SIGINT" in failed["error"], (job, failed)
+
+
+@pytest.mark.slow
+def test_wandb_without_home_is_quiet(tmp_path):
+    """HOME unset (a batch system's job): W&B's service has no cache folder and printed
+    about 20 lines of its own logs; it is given one in the run folder."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    done = subprocess.run(
+        [sys.executable, "run.py", "+paper=tps", "logger=wandb", f"hydra.run.dir={tmp_path / 'r'}",
+         f"paths.cache_dir={tmp_path / 'c'}"], cwd=ROOT, capture_output=True, text=True,
+        timeout=120, env={**env, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    noise = [line for line in (done.stdout + done.stderr).splitlines()
+             if " INFO " in line and not line.startswith("[")
+             or " ERROR " in line and not line.startswith("[")]
+    assert noise == [], noise[:5]

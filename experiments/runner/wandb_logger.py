@@ -70,6 +70,10 @@ class WandbMirror:
                  job_type: str, name: str, tags: Sequence[str], config: Mapping[str, Any],
                  output_dir: Path, primary_metrics: Mapping[str, bool] | None = None) -> None:
         self.run = None
+        if not os.environ.get("HOME") and not os.environ.get("XDG_CACHE_HOME"):
+            # W&B's service keeps its logs and cache there; without either it logs every
+            # step of its own to the console
+            os.environ["XDG_CACHE_HOME"] = str(Path(output_dir) / ".cache")
         try:
             import wandb
 
