@@ -274,13 +274,13 @@ def test_a_second_writer_in_a_run_folder_is_refused_in_one_line(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    holder = open(run / ".lock", "a+")  # what a live run holds
+    holder = os.open(run, os.O_RDONLY | os.O_DIRECTORY)  # what a live run holds
     fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     (run / "config_resolved.yaml").write_text("the first run's\n")
     try:
         done = run_py("+paper=tps", f"hydra.run.dir={run}", f"paths.cache_dir={tmp_path / 'c'}")
     finally:
-        holder.close()
+        os.close(holder)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 1 and len(errors) == 1 and "in use by a run" in errors[0]
     assert (run / "config_resolved.yaml").read_text() == "the first run's\n"

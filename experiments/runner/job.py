@@ -63,7 +63,6 @@ from experiments.schemas import check_values, reject_unknown_keys
 log = logging.getLogger("paperlab")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXIT_REJECTED, EXIT_FAILED = 1, 2
-LOCK_FILE = ".lock"  # in a run folder: its owner's flock (run_folder_lock)
 
 
 @dataclass
@@ -94,32 +93,28 @@ class FolderBusy(UserError):
 
 @contextlib.contextmanager
 def run_folder_lock(output_dir: Path):
-    """One owner per run folder: an exclusive ``flock`` on ``<folder>/.lock`` held while the
-    job runs (the kernel drops it when the process dies, even by SIGKILL); ``FolderBusy``
-    when another process holds it. The other ranks of a multi-process launch share rank 0's
-    folder and take no lock."""
+    """One owner per run folder: an exclusive ``flock`` on the folder itself (no file: a
+    full disk still has room for it) held while the job runs, dropped by the kernel when
+    the process dies, even by SIGKILL; ``FolderBusy`` when another process holds it. A file
+    system without flock (some network mounts) runs unlocked. The other ranks of a
+    multi-process launch share rank 0's folder and take no lock."""
     if not is_global_zero():
         yield
         return
     output_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(output_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held for the whole run
+    folder = os.open(output_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        handle.seek(0)
-        owner = handle.read().strip() or "another process"
-        handle.close()
-        raise FolderBusy(f"{output_dir} is in use by a run that has not finished ({owner}): "
-                         "wait for it, or choose another hydra.run.dir") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
+        os.close(folder)
+        raise FolderBusy(f"{output_dir} is in use by a run that has not finished: wait for "
+                         "it, or choose another hydra.run.dir") from None
+    except OSError:
+        pass  # no flock here: the folder is not locked
     try:
         yield
     finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        os.close(folder)  # the lock goes with the descriptor
 
 
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
@@ -165,9 +160,9 @@ def _execute(cfg: DictConfig, hydra_cfg: Any, output_dir: Path, multirun: bool
         raise  # never a result: the launcher must not read this attempt as finished
     except BaseException as err:  # noqa: BLE001 - every failure leaves failed.json
         full = disk_full(err)
-        if full is not None:
-            err = UserError(write_error_message(full, output_dir if full.filename else
-                                                Path(cfg.paths.cache_dir)))
+        if full is not None:  # a library's own writer (torch.save) writes the cache's models
+            err = UserError(write_error_message(full, Path(cfg.paths.cache_dir)
+                                                if full.errno is None else output_dir))
         _record_failure(output_dir, cfg, hydra_cfg, err, multirun)
         if multirun:
             return None
@@ -185,13 +180,14 @@ DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "file write
 
 def disk_full(err: BaseException) -> OSError | None:
     """The full-disk error behind ``err`` (itself, its causes, or a library's message that
-    says so: torch's writer raises RuntimeError), else None."""
+    says so: torch's writer raises RuntimeError; then an OSError without errno), else
+    None."""
     seen = err
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_FULL:
             return seen
         if isinstance(seen, RuntimeError) and any(w in str(seen) for w in DISK_FULL_WORDS):
-            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return OSError(os.strerror(errno.ENOSPC))  # errno None: no call of ours failed
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -212,7 +208,8 @@ def write_error_message(err: OSError, folder: Path | None = None) -> str:
         free = f"{shutil.disk_usage(where).free / 2**20:.1f} MiB free on {where}"
     except OSError:
         free = f"free space on {where} unknown"
-    what = "no space left on the device" if err.errno in DISK_FULL else err.strerror
+    what = ("no space left on the device" if err.errno in DISK_FULL or err.errno is None
+            else err.strerror)
     return (f"{what} while writing {path or 'the run folder'} ({free}); free some space or "
             "set paths.output_dir / paths.cache_dir to another disk")
 
@@ -566,7 +563,6 @@ def _remove_hydra_files(output_dir: Path, hydra_cfg: Any) -> None:
     if subdir:
         shutil.rmtree(output_dir / subdir, ignore_errors=True)
     (output_dir / f"{hydra_cfg.job.name}.log").unlink(missing_ok=True)
-    (output_dir / LOCK_FILE).unlink(missing_ok=True)  # ours: this process holds it
     try:
         output_dir.rmdir()  # only if now empty
     except OSError:
