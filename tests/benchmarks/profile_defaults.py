@@ -6,7 +6,7 @@ function or anything it calls) and exclusive (its own lines).
     python tests/benchmarks/profile_defaults.py summarize <profile.raw> [--top 25]
     python tests/benchmarks/profile_defaults.py record <paper> <folder>
 
-``record`` needs py-spy (``pip install py-spy``); its summaries are committed under
+``record`` needs py-spy (the dev extra installs it); its summaries are committed under
 docs/bench/profiles/."""
 
 from __future__ import annotations
