@@ -499,6 +499,7 @@ def test_the_escape_detector_sees_floods_and_meddling_without_the_boundary(name)
     assert outcome.escaped, outcome.outcome
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["page_tables_spread", "page_tables_holes"])
 def test_the_page_table_programs_hold_kernel_memory_without_the_child_filter(name):
     """Without the child's filter (and at 3,000 rounds, not the suite's 60,000) the
