@@ -44,7 +44,8 @@ def claim_metrics(claim: Mapping) -> set[str]:
     return names
 
 
-def _usable(value) -> bool:
+def usable_number(value) -> bool:
+    """A metric value a rule can use: a finite int or float (not a bool, None or NaN)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and \
         math.isfinite(value)
 
@@ -56,7 +57,7 @@ def missing_at(claim: Mapping, runs: Sequence[Mapping]) -> list[str]:
     for i, run in enumerate(runs):
         metrics = run["metrics"]
         bad = [f"{n} ({'absent' if n not in metrics else metrics[n]})"
-               for n in sorted(claim_metrics(claim)) if not _usable(metrics.get(n))]
+               for n in sorted(claim_metrics(claim)) if not usable_number(metrics.get(n))]
         if bad:
             gaps.append(f"seed {run.get('seed', i)}: {', '.join(bad)}")
     return gaps

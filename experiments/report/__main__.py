@@ -19,7 +19,6 @@ from pathlib import Path
 from common.errors import UserError, ensure_writable
 from experiments.claims.papers import ROOT
 from experiments.report.build import (
-    collect,
     log_to_wandb,
     readme_table,
     replace_readme_table,
@@ -56,13 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    for key, entry in sorted(collect(args.runs).items()):
-        for twin in entry.get("duplicates", []):
-            print(f"duplicate: {key} seed {twin['seed']} in {twin['folder']} (counted once, "
-                  f"from {twin['counted']})")
     papers, unplaced = write_report(args.runs, args.out)
     for p in papers:
         print(f"{p['key']:<12} {p['verdict']:<24} seeds {p['seeds']}")
+        for twin in p["duplicates"]:
+            print(f"duplicate: {p['key']} seed {twin['seed']} in {twin['folder']} (counted "
+                  f"once, from {twin['counted']})")
     corrupt = unplaced + [c for p in papers for c in p["corrupt"]]
     for c in corrupt:
         print(f"corrupt: {c['file']}, {c['error']}")

@@ -38,6 +38,7 @@ from experiments.claims import (
     paper_verdict,
     rule_of,
 )
+from experiments.claims.decide import usable_number
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
@@ -103,10 +104,6 @@ def collect(folder: Path) -> dict[str, dict[str, list]]:
     for entry in found.values():
         entry["runs"], entry["duplicates"] = _once_per_seed(entry["runs"])
     return dict(found)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _once_per_seed(runs: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -220,7 +217,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     primary = next(iter(headline_metrics(info, metrics[0] if metrics else {})), None)
     headline = None
     values = [m.get(primary) for m in metrics] if primary else []
-    values = [float(v) for v in values if _is_number(v) and math.isfinite(v)]
+    values = [float(v) for v in values if usable_number(v)]
     if values:  # a seed whose headline is null or not finite is left out of it, never a crash
         mean, sd = mean_sd(values)
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(values)}
@@ -239,9 +236,10 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
                    for f in failed],
         "corrupt": corrupt,
+        "duplicates": (entry or {}).get("duplicates", []),
         "headline": headline,
         "runtime_s": (mean_sd(times)[0] if (times := [r["wall_time_s"] for r in runs
-                                                      if _is_number(r.get("wall_time_s"))])
+                                                      if usable_number(r.get("wall_time_s"))])
                       else None),
         "git_sha": sorted({str(r.get("git_sha")) for r in runs}),
         "config_hash": sorted({str(r.get("config_hash")) for r in runs}),

@@ -45,9 +45,9 @@ def default_config_hash(key: str) -> str:
     added to one claim, or a change to another, leaves a claim's frozen hash as it was.
     Composed once per paper and state of the config files (a report hashes every claim)."""
     conf = str(ROOT / "conf")
-    files = sorted((folder, name, os.stat(os.path.join(folder, name)).st_mtime_ns,
-                    os.stat(os.path.join(folder, name)).st_size)
-                   for folder, _, names in os.walk(conf) for name in names)
+    files = sorted((path, stat.st_mtime_ns, stat.st_size)
+                   for folder, _, names in os.walk(conf) for name in names
+                   if (stat := os.stat(path := os.path.join(folder, name))))
     return _composed_config_hash(key, conf, hash(tuple(files)))
 
 

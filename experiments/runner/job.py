@@ -541,7 +541,8 @@ def _record_failure(output_dir: Path, cfg: DictConfig, hydra_cfg: Any, err: Base
 
 def _record_refusal(hydra_cfg: Any, output_dir: Path, message: str) -> None:
     """``<sweep dir>/refused/job<num>.json``: a job of a multirun that could not run in its
-    folder (it holds another configuration's results), counted as failed by the sweep."""
+    folder (it holds another configuration's results, or another live run holds it),
+    counted as failed by the sweep."""
     folder = Path(hydra_cfg.sweep.dir) / REFUSED
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / f"job{hydra_cfg.job.num}.json",
