@@ -27,11 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-from common.errors import UserError, did_you_mean
+from common.errors import UserError
 from experiments.claims import paper_info
 from experiments.claims.papers import ROOT
 from experiments.runner.job import EXIT_REJECTED
-from experiments.runner.registry import known_papers
+from experiments.runner.registry import check_paper, known_papers
 from experiments.runner.results import read_json
 
 PUBLISHED = ROOT / "docs" / "reproduction.json"
@@ -167,8 +167,7 @@ def checked_arguments(args) -> tuple[list[str], list[int] | None]:
     if not papers:
         raise UserError(f"no paper given: PAPERS=all or some of {', '.join(known)}")
     for key in papers:
-        if key not in known:
-            raise did_you_mean("paper", key, known)
+        check_paper(key)
     seeds = []
     for text in (s.strip() for s in args.seeds.split(",") if s.strip()):
         if not text.isdigit():

@@ -383,7 +383,7 @@ def regimes(key: str, folder: Path = PUBLISHED) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``make summary``: rebuild a sweep's summary (and publish it); one ``error:`` line and
     exit code 1 for a folder that is not a sweep, one without a finished job, or a corrupt
-    job when publishing."""
+    job when publishing; exit code 1 too when a job is corrupt (named, left out)."""
     import argparse
 
     parser = argparse.ArgumentParser(description="rebuild (and publish) a sweep summary")
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for path, error in last_sweep.get("corrupt") or []:
             print(f"corrupt: {path}, {error}")
-    return 0
+    return 1 if last_sweep.get("corrupt") else 0  # after the other jobs' summary was written
 
 
 if __name__ == "__main__":
