@@ -31,8 +31,8 @@ inside bubblewrap with:
   mappings placed far apart or punched into holes a child held about 940 MiB of page tables
   under a 469 MiB limit. The worker runs on the C library's allocator
   (``PYTHONMALLOC=malloc``, set in the sandbox's otherwise empty environment, so the
-  interpreter's own arenas are not mapped) and the child tells it never to map memory
-  (``mallopt(M_MMAP_MAX, 0)``) before its filter. The program
+  interpreter's own arenas are not mapped), told by the supervisor never to map memory
+  (``mallopt(M_MMAP_MAX, 0)``), which every child inherits. The program
   therefore cannot open a file (nor import a module that is not loaded already), make a pipe,
   change a descriptor (no ``fcntl``: no SIGIO owner or signal, no ``O_ASYNC``, no pipe
   size), splice memory (``vmsplice``), advise memory (``madvise``: no huge pages), watch

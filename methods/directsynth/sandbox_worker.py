@@ -116,7 +116,8 @@ def _disable_huge_pages() -> None:
 def _heap_only() -> None:
     """The C library's allocator grows the heap with brk alone, never mmap (the sandbox's
     filters allow no munmap or mremap, the child's no mmap either; the interpreter allocates
-    through it: PYTHONMALLOC=malloc). The supervisor sets it, and each child again."""
+    through it: PYTHONMALLOC=malloc). Set once in the supervisor: every child it forks
+    inherits the allocator's settings."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mallopt(M_MMAP_MAX, 0) != 1:
         raise OSError(ctypes.get_errno(), "mallopt(M_MMAP_MAX, 0) failed")
@@ -153,7 +154,6 @@ def _confine(memory_bytes: int, child_filter: bytes | None) -> None:
     _disable_huge_pages()
     _not_dumpable()
     if child_filter is not None:
-        _heap_only()
         _install_filter(child_filter)
     sys.modules.pop("ctypes", None)
     sys.addaudithook(_audit)
