@@ -156,7 +156,7 @@ def censoring_experiment(ev: Evaluation, families: dict, design_cfg, ctx: RunCon
             metrics["censored_approx_verdict_changed"] = int(
                 (ref_row["complete_only"] < other_row["complete_only"])
                 != (ref_row["approx_own_p_stop"] < other_row["approx_own_p_stop"]))
-            metrics["censored_vs_complete_abs_diff"] = float(abs(exact_diff.mean()))
+            metrics["censored_vs_complete_diff"] = float(exact_diff.mean())  # signed
             metrics["censored_vs_complete_stderr"] = float(exact_diff.std(ddof=1)
                                                            / np.sqrt(len(exact_diff)))
             metrics["censored_fraction_designed"] = rows_d[0]["censored_fraction"]

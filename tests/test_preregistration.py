@@ -9,13 +9,13 @@ import json
 import pytest
 from statsmodels.stats.power import TTestPower
 
+from experiments.claims.power import seeds_for_power
 from experiments.report import preregister
 from experiments.report.preregister import (
     MAX_SEEDS,
     MIN_SEEDS,
     MIN_SIGN_SEEDS,
     plan,
-    seeds_for_power,
 )
 from experiments.report.registration import (
     FIRST_SEED,
@@ -27,48 +27,97 @@ from experiments.runner.reproduce import rounds
 
 from .conftest import ROOT
 
-
-def _effect(values):
-    return {"per_seed": list(values)}
+COMPARE = {"id": "better", "holds_if": "a > b", "rule": "compare"}
 
 
-def test_the_seed_count_is_the_noncentral_t_power_analysis():
-    """An effect of one standard deviation needs 10 seeds for 80% power (two-sided 5%):
-    statsmodels' own answer; a larger one fewer, none where the pilot has no spread."""
+def _runs(**values) -> list[dict[str, float]]:
+    seeds = len(next(iter(values.values())))
+    return [{name: float(v[i]) for name, v in values.items()} for i in range(seeds)]
+
+
+def _independent_power(claim: dict, runs: list[dict], seeds: int, replicates: int = 2000
+                       ) -> float:
+    """P(holds) at ``seeds`` seeds drawn by numpy's multivariate normal at the runs' mean and
+    covariance, on a stream of its own: the check of a recorded power."""
+    import numpy as np
+
+    from experiments.claims.verdicts import judge
+
+    names = sorted(runs[0])
+    values = np.array([[r[n] for n in names] for r in runs])
+    rng = np.random.default_rng(12345)
+    draws = rng.multivariate_normal(values.mean(0), np.cov(values, rowvar=False, ddof=1),
+                                    (replicates, seeds), method="eigh")
+    return sum(judge(claim, [dict(zip(names, map(float, row), strict=True)) for row in draw])
+               .verdict == "holds" for draw in draws) / replicates
+
+
+def test_a_single_comparison_is_sized_like_the_noncentral_t():
+    """For one comparison the simulated rule is the t-test: the count is statsmodels' answer
+    (within the simulation's error), and none where the seeds show no spread."""
     values = [0.0, 1.0, 2.0, 1.0, 1.0]  # mean 1, sd 0.707: d = 1.414
     expected = TTestPower().solve_power(effect_size=1 / 0.7071067811865476, alpha=0.05,
                                         power=0.8, alternative="two-sided")
-    assert seeds_for_power(_effect(values), "compare", None) == int(-(-expected // 1))
-    assert seeds_for_power(_effect([1.0, 1.0, 1.0]), "compare", None) is None
-    small = seeds_for_power(_effect([0.1, -0.9, 1.1, 0.2, -0.1]), "compare", None)
-    assert small > 100
-    # an equivalence: the distance inside the margin, one-sided
-    assert seeds_for_power(_effect([0.0, 0.1, -0.1]), "equivalence", 1.0) <= 3
-    assert seeds_for_power(_effect([0.9, 1.1, 1.0]), "equivalence", 1.0) == 10**6
+    sizing = seeds_for_power(COMPARE, _runs(a=values, b=[0.0] * 5))
+    assert abs(sizing.seeds - expected) <= 1.5, (sizing, expected)
+    flat = seeds_for_power(COMPARE, _runs(a=[1.0] * 3, b=[0.0] * 3))
+    assert flat.seeds is None and "cannot decide" in flat.why
+    tiny = seeds_for_power(COMPARE, _runs(a=[0.1, -0.9, 1.1, 0.2, -0.1], b=[0.0] * 5))
+    assert tiny.seeds is None and "no count up to" in tiny.why
 
 
-def _pilot(key: str, effects: dict[str, list[float]], runtime: float = 60.0) -> dict:
-    return {"key": key, "runtime_s": runtime, "claims": [
-        {"id": claim, "effect": _effect(values), "margin": None}
-        for claim, values in effects.items()]}
+@pytest.mark.parametrize("claim,values", [
+    (COMPARE, {"a": [0.9, 0.2, 1.4, 0.7, 0.5], "b": [0.0] * 5}),
+    # a conjunction needs every part: more seeds than its weakest part alone
+    ({"id": "both", "holds_if": "a > b and c > b", "rule": "compare"},
+     {"a": [0.9, 0.2, 1.4, 0.7, 0.5], "c": [0.4, 1.3, 0.2, 0.9, 0.8], "b": [0.0] * 5}),
+    # an equivalence needs both sides inside its margin, a measured margin its own spread
+    ({"id": "same", "holds_if": "a == b", "rule": "equivalence", "margin": 1.0},
+     {"a": [0.3, -0.2, 0.5, 0.1, 0.4], "b": [0.0] * 5}),
+    ({"id": "measured", "holds_if": "a >= b", "rule": "equivalence", "margin_metric": "m"},
+     {"a": [-0.3, 0.2, -0.5, 0.1, -0.4], "b": [0.0] * 5, "m": [0.8, 1.1, 0.6, 1.0, 0.9]}),
+])
+def test_the_recorded_power_is_what_the_rule_has_at_the_recorded_count(claim, values):
+    runs = _runs(**values)
+    sizing = seeds_for_power(claim, runs)
+    assert sizing.power >= 0.8 and sizing.seeds >= 2
+    assert abs(_independent_power(claim, runs, sizing.seeds) - sizing.power) <= 0.05
+    if sizing.seeds > 2:
+        assert _independent_power(claim, runs, sizing.seeds - 1) < 0.8 + 0.05
+    if claim["id"] == "both":
+        alone = seeds_for_power({**COMPARE, "holds_if": "c > b"}, runs)
+        assert sizing.seeds >= alone.seeds
+
+
+def _pilot(key: str, values: dict[str, dict[str, list[float]]], runtime: float = 60.0
+           ) -> dict:
+    return {"key": key, "runtime_s": runtime,
+            "claims": [{"id": claim, "values": v} for claim, v in values.items()]}
 
 
 def test_each_paper_gets_the_count_its_undecided_claims_need_within_the_bounds(monkeypatch):
-    # cfbeam: a moderate effect needs ~10 seeds, a tiny one would need hundreds
-    moderate, tiny = [0.0, 1.0, 2.0, 1.0, 1.0], [0.1, -0.9, 1.1, 0.2, -0.1]
-    claims = {"paper": [{"id": "share", "holds_if": "a > b", "rule": "compare",
-                         "test": "sign"}]}
+    """A moderate effect needs more than the floor, a tiny one more than the study can buy
+    (said so, with the power it gets), a sanity check does not count, and a sign test gets
+    the seeds it needs to decide."""
+    moderate = {"a": [0.0, 1.0, 2.0, 1.0, 0.6], "b": [0.0] * 5}
+    tiny = {"c": [0.1, -0.9, 1.1, 0.2, -0.1], "b": [0.0] * 5}
+    claims = {"paper": [{**COMPARE, "id": "moderate"}, {**COMPARE, "id": "tiny",
+                                                        "holds_if": "c > b"},
+                        {**COMPARE, "id": "check", "sanity": True}],
+              "coarse": [{**COMPARE, "id": "share", "test": "sign"}]}
     real = preregister.paper_info
     monkeypatch.setattr(preregister, "paper_info",
                         lambda key: {"claims": claims[key]} if key in claims else real(key))
-    seeds = plan([_pilot("cfbeam", {"ll_beam_quadratic": moderate,
-                                    "lm_cf_beam_vs_ll_beam": tiny}),
-                  _pilot("tps", {"constant_predictor_penalized": [5.0, 5.1, 4.9]}),
-                  _pilot("paper", {"share": [0.0, 0.0, 0.1]})])
-    assert MIN_SEEDS < seeds["cfbeam"]["seeds"] <= MAX_SEEDS
-    assert "beyond this study" in seeds["cfbeam"]["claims"]["lm_cf_beam_vs_ll_beam"]["why"]
-    assert seeds["tps"]["seeds"] == MIN_SEEDS  # a sanity check does not count
-    assert seeds["paper"]["seeds"] >= MIN_SIGN_SEEDS  # a sign test must be able to decide
+    seeds = plan([_pilot("paper", {"moderate": moderate, "tiny": tiny, "check": moderate}),
+                  _pilot("coarse", {"share": {"a": [0.0, 0.0, 0.1], "b": [0.0] * 3}})])
+    paper = seeds["paper"]
+    assert MIN_SEEDS < paper["seeds"] <= MAX_SEEDS
+    assert paper["seeds"] == paper["claims"]["moderate"]["seeds"]
+    assert paper["claims"]["moderate"]["power_at_study"] >= 0.8
+    assert "beyond this study" in paper["claims"]["tiny"]["why"]
+    assert paper["claims"]["tiny"]["power_at_study"] < 0.8
+    assert "check" not in paper["claims"]
+    assert seeds["coarse"]["seeds"] >= MIN_SIGN_SEEDS  # a sign test must be able to decide
     for record in seeds.values():
         assert record["seed_range"] == [FIRST_SEED, FIRST_SEED + record["seeds"] - 1]
 
@@ -79,6 +128,11 @@ def test_the_cost_cap_keeps_the_study_within_its_budget_but_never_below_five():
     assert all(MIN_SEEDS <= c <= MAX_SEEDS for c in caps.values())
     assert sum(c * 10 for c in caps.values()) <= 2 * preregister.BUDGET_MINUTES or \
         all(c == MIN_SEEDS for c in caps.values())
+    assert preregister.budget_note(pilot) is None
+    # where even the floor costs more than the budget, the record says so
+    costly = [_pilot(f"paper{i}", {}, runtime=600.0) for i in range(10)]
+    assert all(c == MIN_SEEDS for c in preregister.cost_caps(costly).values())
+    assert "over the budget" in preregister.budget_note(costly)
 
 
 def test_a_claim_changed_after_its_preregistration_is_exploratory():
@@ -190,13 +244,18 @@ def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
     assert "**confirmatory study**" in build.study_text(confirmatory)
 
 
-def test_the_pilot_is_summarized_as_before_any_record():
+def test_the_pilot_is_summarized_as_before_any_record(monkeypatch):
     """Making the preregistration again reads the pilot as the first time did: no claim is
     judged against the record on disk (which the pilot itself produced)."""
     from experiments.claims.papers import paper_info
+    from experiments.report import build
     from experiments.report.build import before_preregistration, preregistration_status
 
-    claim = {**paper_info("ditherq")["claims"][1], "margin": 123.0}  # not as frozen
+    frozen = paper_info("ditherq")["claims"][1]
+    record = {"papers": {"ditherq": {"frozen": {frozen["id"]: {
+        "hash": claim_hash("ditherq", frozen)}}}}}
+    monkeypatch.setattr(build, "_registered", lambda: record)
+    claim = {**frozen, "margin": 123.0}  # not as frozen
     assert preregistration_status("ditherq", claim) == "exploratory"
     with before_preregistration():
         assert preregistration_status("ditherq", claim) == "not preregistered"

@@ -32,7 +32,6 @@ from experiments.claims.verdicts import (
     check_claims,
     judge,
     paper_verdict,
-    seeds_needed,
 )
 
 __all__ = [
@@ -41,5 +40,4 @@ __all__ = [
     "ClaimSyntaxError", "Effect", "PaperVerdict", "Verdict", "all_papers", "check_claims",
     "claim_metrics", "evaluate", "is_default", "judge", "judge_runs", "metric_names",
     "paper_claims", "paper_info", "paper_verdict", "parse", "rule_of", "seed_condition",
-    "seeds_needed",
 ]

@@ -4,7 +4,7 @@ metrics satisfy its condition (:func:`seed_condition`). The report, the sweep su
 a job's closing line all call these, so the same runs get the same verdict everywhere.
 
 A run here is a dict with ``metrics`` (metrics.json), and optionally ``seed`` and
-``instances`` (``tables/instances.csv`` read by the caller: metric -> instance -> value).
+``folder`` (where an existence claim's ``verify`` re-reads the instance it reported).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from experiments.claims.language import (
-    comparisons,
     evaluate,
     metric_names,
     parse,
@@ -63,34 +62,11 @@ def missing_at(claim: Mapping, runs: Sequence[Mapping]) -> list[str]:
     return gaps
 
 
-def instance_pairs(claim: Mapping, runs: Sequence[Mapping]
-                   ) -> list[list[tuple[float, float]]] | None:
-    """Per seed, the (claimed side, other side) values of a comparison of two metrics on
-    each instance both were measured on, where every run wrote them; None otherwise."""
-    text = claim.get("holds_if")
-    parts = comparisons(parse(text)) if text else []
-    if len(parts) != 1 or any(a.op != "metric" for a in parts[0].args) or not runs:
-        return None
-    left, right = (a.args[0] for a in parts[0].args)
-    if parts[0].op in ("<", "<="):
-        left, right = right, left
-    pairs = []
-    for run in runs:
-        values = run.get("instances") or {}
-        a, b = values.get(left, {}), values.get(right, {})
-        shared = sorted(set(a) & set(b))
-        if len(shared) < 2:
-            return None
-        pairs.append([(a[i], b[i]) for i in shared])
-    return pairs
-
-
 def judge_runs(claim: Mapping, runs: Sequence[Mapping]) -> Verdict:
     """The verdict of ``claim`` over ``runs`` (one per seed): not tested here (no condition),
     not run (no run), not applicable here (the runs' configuration writes none of its
     metrics), missing (a metric absent or not finite at some seed: never a counterexample,
-    a tie or an instance), else the claim's rule on the metrics, with per-instance values
-    where the runs wrote them for a comparison of two metrics."""
+    a tie or an instance), else the claim's rule on the metrics."""
     rule = rule_of(claim)
     if claim.get("holds_if") is None:
         return Verdict(NOT_TESTED, "no run here tests it (see its scale note)", rule=rule)
@@ -102,10 +78,9 @@ def judge_runs(claim: Mapping, runs: Sequence[Mapping]) -> Verdict:
     gaps = missing_at(claim, runs)
     if gaps:
         return Verdict(MISSING, "missing at " + "; ".join(gaps), rule=rule)
-    instances = instance_pairs(claim, runs) if rule == "compare" else None
     verified = ([verifier(claim)(run) for run in runs]
                 if rule == "exists" and claim.get("verify") else None)
-    return judge(claim, [run["metrics"] for run in runs], instances, verified)
+    return judge(claim, [run["metrics"] for run in runs], verified)
 
 
 def verifier(claim: Mapping):

@@ -5,29 +5,37 @@ that the evidence a verdict needs is the same across papers (docs/verdicts.md sa
 rule is what it is and measures its error rates by simulation, ``simulate.py``):
 
 - ``compare``, a directional comparison (``a > b``, ``x >= 7``; a conjunction of them): each
-  comparison's paired effect gets a two-sided 95% interval, the t-interval over seeds, or,
-  where the run wrote the per-instance values of both arms, a random-effects combination of
-  the per-seed paired means (Paule-Mandel between-seed variance, Hartung-Knapp interval).
+  comparison's paired effect gets the two-sided 95% t-interval of its per-seed values (the
+  seed is the independent replicate: a metric that is a mean over instances enters as its
+  seed's mean, which keeps the interval at its level whatever the instance counts).
   **holds** when the interval lies above 0,
   **contradicted** when it lies below, **inconclusive** otherwise, so ties never count
   against a claim. ``test: sign`` (a coarse metric, e.g. a share of 10 tasks) decides by the
   exact two-sided binomial test on the seeds whose values differ instead;
 - ``exact``, an identity or a count that must be 0 (k of n seeds, shown as k/n): holds at
   n of n, contradicted at any seed where it fails (a failure is a verified counterexample);
-- ``equivalence`` ("matches", "keeps", "no worse"), with a declared ``margin``: ``a == b``
-  holds when the 90% interval of ``a - b`` lies inside (-margin, +margin) (two one-sided
-  5% tests), ``a >= b`` (``a <= b``) when its lower (upper) end clears -margin (+margin);
-  contradicted when the interval lies wholly beyond the margin on the other side;
+- ``equivalence`` ("matches", "keeps", "no worse"), with a margin, declared (``margin``) or
+  measured by the run (``margin_metric``, per seed): ``a >= b`` (``a <= b``) holds when the
+  one-sided 5% test says ``a - b + margin`` (``b - a + margin``) is above 0, ``a == b`` when
+  both ``margin + (a - b)`` and ``margin - (a - b)`` are (two one-sided tests); each test
+  is the 90% t-interval of the per-seed values, so a measured margin's own sampling error is
+  in the interval (it varies with the seed like the difference does); contradicted when a
+  side's interval lies wholly below 0;
 - ``exists`` ("not always", "does not elicit", "can change"): holds when a verified instance
   was found at any seed; otherwise not shown (inconclusive), never contradicted.
 
 "Contradicted" always means that the interval (or the test) points the other way. A
-conjunction holds when every comparison does, is contradicted when one is, and names the
-comparisons that decided it. Every judged claim gets an **effect** signed so that a positive
-value is on the claimed side (``a - b`` for ``a > b``, ``x - 7`` for ``x >= 7``; for a
-conjunction the comparison that decided the verdict); the relative effect (a ratio of
-means) divides it and its interval by the size of the right-hand side's mean, where that
-mean is clear of 0.
+conjunction holds when every comparison does, is contradicted when one is under Holm's
+family-wise control across its comparisons, and names the comparisons that decided it. An
+interval-judged claim gets an **effect** signed so that a positive value is on the claimed
+side (``a - b`` for ``a > b``, ``x - 7`` for ``x >= 7``; for a conjunction the comparison that
+decided the verdict); the relative effect (a ratio of means) divides it and its interval by
+the size of the right-hand side's mean, where that mean is clear of 0. A counted rule
+(``exact``, ``exists``) shows its count of seeds, not an effect.
+
+A paper's badge is contradicted only when one of its counted claims is contradicted under
+Holm's control across those claims (:func:`paper_verdict`), so that a paper of several null
+claims does not read "contradicted" more often than a single claim would.
 
 A claim with ``sanity: true`` is an identity or a property of the implementation (a check
 that cannot fail when the code is right): it is judged and shown, but does not count toward
@@ -62,7 +70,6 @@ PARTIAL = "partial"
 VERDICTS = (*JUDGED, NOT_TESTED, NOT_RUN, NOT_APPLICABLE, MISSING)
 RULES = ("compare", "exact", "equivalence", "exists")
 TESTS = ("interval", "sign")
-MAX_SEEDS_NEEDED = 1000
 ORDERED = ("<", "<=", ">", ">=")
 ALPHA = 0.05
 
@@ -70,7 +77,7 @@ ALPHA = 0.05
 @dataclass
 class Effect:
     """One comparison's effect over seeds, positive on the claimed side, and its interval:
-    the t-interval of the per-seed values, or (``instances``) the random-effects one."""
+    the t-interval of the per-seed values."""
 
     label: str  # what is measured, e.g. "a - b" or "x - 7"
     per_seed: list[float]
@@ -78,7 +85,6 @@ class Effect:
     # None where that mean is not clear of 0 (below its own spread over seeds)
     reference: float | None
     level: float = 0.95  # of the interval (0.90 for an equivalence's two one-sided tests)
-    instances: list[int] | None = None  # per seed, where the interval combines instances
     mean: float = 0.0
     low: float | None = None  # None with one seed
     high: float | None = None
@@ -116,7 +122,8 @@ class Effect:
 @dataclass
 class Part:
     """One comparison of a claim: its verdict and effect, and the p-value of the test that
-    its effect lies on the other side (for the family-wise control of a conjunction)."""
+    its effect lies on the other side (for the family-wise controls of a conjunction and of
+    a paper's badge)."""
 
     verdict: str
     detail: str
@@ -129,10 +136,12 @@ class Verdict:
     verdict: str  # holds | contradicted | inconclusive | not tested here | not run
     detail: str  # what decided it (k of n seeds, the interval, the test)
     per_seed: list[bool] = field(default_factory=list)  # the condition at each seed
-    effect: Effect | None = None  # the deciding comparison's
-    seeds_needed: int | None = None  # inconclusive interval: seeds a new study would need
+    effect: Effect | None = None  # the deciding comparison's (interval rules only)
     rule: str = "compare"
     parts: list[Part] = field(default_factory=list)  # every comparison, for a conjunction
+    # the p-value against the claim, Holm-adjusted across a conjunction's comparisons (0 for
+    # a counterexample or a deterministic value against it; 1 where nothing points against)
+    p_against: float = 1.0
 
 
 def _signed(x: float) -> str:
@@ -165,28 +174,6 @@ def mean_interval(values: Sequence[float], level: float = 0.95
     return mean, mean - half, mean + half
 
 
-def random_effects_interval(means: Sequence[float], variances: Sequence[float],
-                            level: float = 0.95) -> tuple[float, float, float]:
-    """The random-effects mean of per-seed paired means and its modified Hartung-Knapp
-    interval: statsmodels' ``combine_effects`` with the Paule-Mandel between-seed variance
-    (never negative), the larger of the Hartung-Knapp (WLS) and the standard variance, and a
-    t quantile with k - 1 degrees of freedom. With equal instance counts and spreads it is
-    the t-interval of the per-seed means, so it keeps the between-seed variation (no
-    shortcut to power)."""
-    import numpy as np
-    from statsmodels.stats.meta_analysis import combine_effects
-
-    k = len(means)
-    variances = np.maximum(np.asarray(variances, float), 1e-300)
-    result = combine_effects(np.asarray(means, float), variances, method_re="pm")
-    mean = float(result.mean_effect_re)
-    # the modified Hartung-Knapp interval (Roever, Knapp & Friede 2015): never narrower than
-    # the standard random-effects one, which HK alone can be with unequal instance counts
-    variance = max(float(result.var_hksj_re), float(result.var_eff_w_re))
-    half = t_quantile(k - 1, level) * math.sqrt(variance)
-    return mean, mean - half, mean + half
-
-
 def t_p_value(statistic: float, dof: int, two_sided: bool = True) -> float:
     """The t-test's p-value (upper tail when one-sided)."""
     from scipy.stats import t
@@ -195,25 +182,9 @@ def t_p_value(statistic: float, dof: int, two_sided: bool = True) -> float:
     return min(1.0, 2 * tail) if two_sided else tail
 
 
-def _half_width_se(effect: Effect, level: float) -> float:
-    """The standard error behind the effect's interval."""
-    return (effect.high - effect.low) / 2 / t_quantile(len(effect.per_seed) - 1, level)
-
-
 def no_spread(values: Sequence[float]) -> bool:
     """Every seed gave the same value (up to rounding)."""
     return max(values) - min(values) <= 1e-12 * max(1.0, max(abs(v) for v in values))
-
-
-def seeds_needed(mean: float, sd: float) -> int | None:
-    """The smallest number of seeds whose 95% t-interval, at this mean and spread, excludes
-    0 (None when the mean is 0; ``MAX_SEEDS_NEEDED + 1`` when more than that)."""
-    if mean == 0 or not math.isfinite(mean) or not math.isfinite(sd):
-        return None
-    for n in range(2, MAX_SEEDS_NEEDED + 1):
-        if t_quantile(n - 1) * sd / math.sqrt(n) < abs(mean):
-            return n
-    return MAX_SEEDS_NEEDED + 1
 
 
 # -- effects -------------------------------------------------------------------------------
@@ -249,34 +220,6 @@ def reference_size(rights: Sequence[float]) -> float | None:
     return abs(mean) if mean != 0 and abs(mean) > sd else None
 
 
-def with_instances(effect: Effect, pairs: Sequence[Sequence[tuple[float, float]]]) -> Effect:
-    """``effect`` with its interval from per-instance paired values (one list of (claimed
-    side, other side) pairs per seed): the random-effects combination of the per-seed paired
-    means. Falls back to the per-seed values' t-interval where an instance list has fewer
-    than two values or a seed's instances all tie (a zero variance would take all the
-    weight)."""
-    import numpy as np
-
-    if len(pairs) < 2 or any(len(p) < 2 for p in pairs):
-        return effect
-    diffs = [np.array([a - b for a, b in p], float) for p in pairs]
-    means = [float(d.mean()) for d in diffs]
-    variances = [float(d.var(ddof=1)) / len(d) for d in diffs]
-    scale = max(1.0, max(float(np.abs(d).max()) for d in diffs))
-    # every instance tied at a seed (a float variance of 1e-33 is a tie too): that seed
-    # would take all the weight; the seeds decide instead
-    if min(variances) <= (1e-12 * scale) ** 2:
-        effect.method += " (instances tied within a seed)"
-        return effect
-    effect.mean, effect.low, effect.high = random_effects_interval(means, variances,
-                                                                   effect.level)
-    effect.instances = [len(d) for d in diffs]
-    effect.method = (f"random effects over {len(pairs)} seeds of "
-                     f"{'/'.join(map(str, effect.instances))} paired instances")
-    effect.set_relative()
-    return effect
-
-
 def _label(node, signed_equality: bool = False) -> str:
     def text(n) -> str:
         if n.op == "number":
@@ -308,12 +251,12 @@ def _interval_part(effect: Effect, test: str, per_seed: list[float],
     if n < 2:
         return Part(INCONCLUSIVE, f"one seed (effect {_signed(effect.mean)}): an interval "
                     "needs at least two", effect)
-    if all(v == 0 for v in per_seed) and effect.instances is None:
+    if all(v == 0 for v in per_seed):
         return Part(INCONCLUSIVE, f"tied at all {n} seeds: no difference to judge", effect)
-    if no_spread(per_seed) and effect.instances is None:
+    if no_spread(per_seed):
         return _without_spread(effect, deterministic, lambda v: v > 0, lambda v: v < 0)
     interval = f"95% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
-    se = _half_width_se(effect, 0.95)
+    se = (effect.high - effect.low) / 2 / t_quantile(n - 1)
     p_against = t_p_value(effect.mean / se, n - 1) if effect.mean < 0 and se > 0 else 1.0
     if effect.low > 0:
         return Part(HOLDS, f"{interval} above 0", effect)
@@ -356,36 +299,53 @@ def _sign_part(effect: Effect, per_seed: list[float]) -> Part:
     return Part(INCONCLUSIVE, test, effect, p_against)
 
 
-def _equivalence_part(node, effect: Effect, margin: float, deterministic: bool = False
-                      ) -> Part:
+def _equivalence_part(node, effect: Effect, margins: Sequence[float],
+                      deterministic: bool = False) -> Part:
+    """``effect``: the per-seed difference d, positive on the claimed side (``a - b`` for
+    ``>=`` and ``==``, ``b - a`` for ``<=``); ``margins``: the margin at each seed (the same
+    at every seed where it is declared). Each side's per-seed values (``margin + d``, and for
+    ``==`` also ``margin - d``) must be above 0 by a one-sided 5% t-test (the lower end of
+    their 90% interval); a side whose interval lies wholly below 0 contradicts."""
     n = len(effect.per_seed)
     if n < 2:
         return Part(INCONCLUSIVE, "one seed: an equivalence needs an interval", effect)
-    if no_spread(effect.per_seed) and effect.instances is None:
-        if node.op == "==":
-            return _without_spread(effect, deterministic, lambda v: abs(v) < margin,
-                                   lambda v: abs(v) > margin)
-        return _without_spread(effect, deterministic, lambda v: v > -margin,
-                               lambda v: v < -margin)
-    interval = f"90% CI [{effect.low:.4g}, {effect.high:.4g}] ({effect.method})"
-    se = _half_width_se(effect, 0.90)
-    # the one-sided test that the effect lies beyond the margin on the other side (5%)
-    beyond = abs(effect.mean) if node.op == "==" else -effect.mean
-    p_against = t_p_value((beyond - margin) / se, n - 1, two_sided=False) if se > 0 else 1.0
+    d = effect.per_seed
+    sides = {f"{effect.label} + margin": [m + x for m, x in zip(margins, d, strict=True)]}
     if node.op == "==":
-        if -margin < effect.low and effect.high < margin:
-            return Part(HOLDS, f"{interval} inside ±{margin:g}", effect, p_against)
-        if effect.low > margin or effect.high < -margin:
-            return Part(CONTRADICTED, f"{interval} wholly outside ±{margin:g}", effect,
-                        p_against)
-        return Part(INCONCLUSIVE, f"{interval} not inside ±{margin:g}", effect, p_against)
-    if effect.low > -margin:
-        return Part(HOLDS, f"{interval} above -{margin:g} (no worse than the margin)", effect,
-                    p_against)
-    if effect.high < -margin:
-        return Part(CONTRADICTED, f"{interval} below -{margin:g} (worse than the margin)",
-                    effect, p_against)
-    return Part(INCONCLUSIVE, f"{interval} reaches below -{margin:g}", effect, p_against)
+        sides[f"margin - ({effect.label})"] = [m - x for m, x in zip(margins, d, strict=True)]
+    margin = sum(margins) / n
+    measured = not no_spread(margins)
+    shown = (f"margin {margin:.4g}" + (" (measured: the mean of its per-seed values)"
+                                       if measured else ""))
+    if all(no_spread(v) for v in sides.values()):
+        values = {name: v[0] for name, v in sides.items()}
+        where = ", ".join(f"{name} = {_signed(v)}" for name, v in values.items())
+        if not deterministic:
+            return Part(INCONCLUSIVE, f"the same value at all {n} seeds ({where}): no spread "
+                        "to judge (an arm that ignores the seed declares deterministic: true)",
+                        effect)
+        if all(v > 0 for v in values.values()):
+            return Part(HOLDS, f"deterministic: {where} at every seed; {shown}", effect)
+        if any(v < 0 for v in values.values()):
+            return Part(CONTRADICTED, f"deterministic: {where} at every seed; {shown}",
+                        effect, 0.0)
+        return Part(INCONCLUSIVE, f"deterministic: {where} (a tie); {shown}", effect)
+    tests, lows, highs, p_against = [], [], [], 1.0
+    for name, values in sides.items():
+        mean, low, high = mean_interval(values, 0.90)
+        se = (high - low) / 2 / t_quantile(n - 1, 0.90)
+        p_against = min(p_against, t_p_value(-mean / se, n - 1, two_sided=False)
+                        if se > 0 else float(mean >= 0))
+        tests.append(f"{name} 90% CI [{low:.4g}, {high:.4g}]")
+        lows.append(low)
+        highs.append(high)
+    interval = (f"{effect.label} 90% CI [{effect.low:.4g}, {effect.high:.4g}] "
+                f"({effect.method}), {shown}; {'; '.join(tests)}")
+    if all(low > 0 for low in lows):
+        return Part(HOLDS, f"{interval}: inside the margin", effect, p_against)
+    if any(high < 0 for high in highs):
+        return Part(CONTRADICTED, f"{interval}: beyond the margin", effect, p_against)
+    return Part(INCONCLUSIVE, f"{interval}: not shown inside the margin", effect, p_against)
 
 
 def holm_rejected(parts: list[Part], alpha: float = ALPHA) -> list[Part]:
@@ -443,13 +403,10 @@ def _counted(per_seed: list[bool], rule: str) -> tuple[str, str]:
 
 
 def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
-          instances: Sequence[Sequence[tuple[float, float]]] | None = None,
           verified: Sequence[bool] | None = None) -> Verdict:
     """The verdict of one claim (``holds_if``, ``rule``, ``margin``, ``test``) over the
-    metrics of its seeds' runs; ``instances``, per seed, the (claimed side, other side)
-    values of the claim's comparison on each instance, where the run wrote them;
-    ``verified``, per seed, whether an existence instance the run reported was re-verified
-    (an unverified one does not count)."""
+    metrics of its seeds' runs; ``verified``, per seed, whether an existence instance the
+    run reported was re-verified (an unverified one does not count)."""
     text, rule = claim.get("holds_if"), str(claim.get("rule") or "compare")
     if text is None:
         return Verdict(NOT_TESTED, "no run here tests it (see its scale note)", rule=rule)
@@ -465,36 +422,37 @@ def judge(claim: Mapping, runs: Sequence[Mapping[str, float]],
         verdict, detail = _counted(per_seed, rule)
         if rule == "exists" and verified is not None and reported > sum(per_seed):
             detail += f" ({reported - sum(per_seed)} reported instance(s) failed re-verification)"
-        effects = [comparison_effect(c, runs) for c in comparisons(node)]
-        effect = min(effects, key=lambda e: e.mean)
-        return Verdict(verdict, detail, per_seed, effect, rule=rule)
+        return Verdict(verdict, detail, per_seed, rule=rule,
+                       p_against=0.0 if verdict == CONTRADICTED else 1.0)
     parts, deterministic = [], bool(claim.get("deterministic"))
     for comparison in comparisons(node):
         if rule == "equivalence":
             effect = comparison_effect(comparison, runs, 0.90, signed_equality=True)
-            parts.append(_equivalence_part(comparison, effect, margin_of(claim, runs),
+            parts.append(_equivalence_part(comparison, effect, margins_of(claim, runs),
                                            deterministic))
         else:
             effect = comparison_effect(comparison, runs)
-            if instances is not None and len(comparisons(node)) == 1:
-                effect = with_instances(effect, instances)
             parts.append(_interval_part(effect, str(claim.get("test") or "interval"),
                                         effect.per_seed, deterministic))
     verdict, detail, effect = _combine_parts(parts)
-    needed = None
-    if verdict == INCONCLUSIVE and rule == "compare" and len(effect.per_seed) > 1:
-        needed = seeds_needed(effect.mean, mean_sd(effect.per_seed)[1])
-    return Verdict(verdict, detail, per_seed, effect, needed, rule,
-                   parts if len(parts) > 1 else [])
+    p_against = min(1.0, len(parts) * min(p.p_against for p in parts))  # Holm's first step
+    return Verdict(verdict, detail, per_seed, effect, rule, parts if len(parts) > 1 else [],
+                   p_against)
+
+
+def margins_of(claim: Mapping, runs: Sequence[Mapping[str, float]]) -> list[float]:
+    """An equivalence's margin at each seed: declared (``margin``, the same at every seed)
+    or measured by each run (``margin_metric``)."""
+    if claim.get("margin_metric"):
+        node = parse_expression(str(claim["margin_metric"]))
+        return [value(node, m) for m in runs]
+    return [float(claim["margin"])] * len(runs)
 
 
 def margin_of(claim: Mapping, runs: Sequence[Mapping[str, float]]) -> float:
-    """An equivalence's margin: declared (``margin``) or measured by the runs
-    (``margin_metric``, its mean over the judged seeds)."""
-    if claim.get("margin_metric"):
-        node = parse_expression(str(claim["margin_metric"]))
-        return sum(value(node, m) for m in runs) / len(runs)
-    return float(claim["margin"])
+    """An equivalence's margin as shown: declared, or the mean of its measured values."""
+    margins = margins_of(claim, runs)
+    return sum(margins) / len(margins)
 
 
 def check_rule(claim: Mapping) -> None:
@@ -544,20 +502,26 @@ class PaperVerdict:
         return self.word
 
 
-def paper_verdict(verdicts: Sequence[str]) -> PaperVerdict:
-    """One badge for a paper from its counted (non-sanity, preregistered) claims' verdicts:
-    contradicted when one is, holds when every tested claim holds, partial when some hold,
-    inconclusive when none holds or is contradicted. Claims not applicable to the runs do
-    not count; a claim whose metric is missing at a seed keeps the paper from holding."""
-    verdicts = [v for v in verdicts if v != NOT_APPLICABLE]
+def paper_verdict(claims: Sequence[tuple[str, float]], alpha: float = ALPHA) -> PaperVerdict:
+    """One badge for a paper from its counted (non-sanity, preregistered) claims' verdicts
+    and p-values against them (``(verdict, p_against)``): contradicted when a claim is
+    contradicted under Holm's family-wise control across the tested claims (its first step:
+    the smallest p-value against at most alpha / k of k tested claims), holds when every
+    tested claim holds, partial when some hold, inconclusive when none holds or the
+    contradicted ones are not contradicted across the claims. Claims not applicable to the
+    runs do not count; a claim whose metric is missing at a seed keeps the paper from
+    holding."""
+    claims = [(v, p) for v, p in claims if v != NOT_APPLICABLE]
+    verdicts = [v for v, _ in claims]
     if any(v == NOT_RUN for v in verdicts):
         return PaperVerdict(NOT_RUN)
-    tested = [v for v in verdicts if v in JUDGED]
-    held = tested.count(HOLDS)
+    tested = [(v, p) for v, p in claims if v in JUDGED]
+    held = sum(v == HOLDS for v, _ in tested)
     record = dict(held=held, counted=len(verdicts), tested=len(tested))
     if not tested:
         return PaperVerdict(NOT_TESTED, **record)
-    if CONTRADICTED in tested:
+    against = [p for v, p in tested if v == CONTRADICTED]
+    if against and min(against) <= alpha / len(tested):
         return PaperVerdict(CONTRADICTED, **record)
     if held == len(tested) and MISSING not in verdicts:
         return PaperVerdict(HOLDS, **record)

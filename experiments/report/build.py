@@ -41,9 +41,10 @@ from experiments.claims import (
 from experiments.claims.decide import usable_number
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
-from experiments.claims.verdicts import MAX_SEEDS_NEEDED, margin_of, mean_sd
+from experiments.claims.power import MAX_SEEDS, seeds_for_power
+from experiments.claims.verdicts import margin_of, mean_sd
 from experiments.report.registration import FIRST_SEED, PREREGISTRATION, status
-from experiments.runner.results import read_instances, read_json
+from experiments.runner.results import read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
 SWEEPS = ROOT / "docs" / "sweeps"
@@ -129,6 +130,15 @@ def fmt(value: float) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def _seeds_needed(claim: dict[str, Any], verdict: Verdict, metrics: list[dict]
+                  ) -> dict[str, Any] | None:
+    """For an inconclusive interval verdict: the seeds a new study would need for 80% power
+    at these seeds' values, by simulating the claim's rule (experiments/claims/power.py)."""
+    if verdict.verdict != INCONCLUSIVE or verdict.effect is None or claim.get("sweep"):
+        return None
+    return dataclasses.asdict(seeds_for_power(claim, metrics))
+
+
 def _effect_record(verdict: Verdict) -> dict[str, Any] | None:
     e = verdict.effect
     return None if e is None else {**dataclasses.asdict(e), "text": e.text()}
@@ -186,14 +196,12 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     failed = (entry or {}).get("failed", [])
     corrupt = (entry or {}).get("corrupt", [])
     metrics = [r["metrics"] for r in runs]
-    judged_runs = [{**r, "instances": read_instances(Path(r["folder"]))} if r.get("folder")
-                   else r for r in runs]
     claims = []
     for claim in info.get("claims") or []:
         text = claim.get("holds_if")
         names = sorted(claim_metrics(claim))
         verdict = (sweep_verdict(key, claim) if claim.get("sweep")
-                   else judge_runs(claim, judged_runs))
+                   else judge_runs(claim, runs))
         registration = preregistration_status(key, claim)
         claims.append({
             "id": claim["id"], "text": claim["text"], "holds_if": text,
@@ -208,7 +216,8 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
             "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
             "preregistration": registration,
             "verdict": verdict.verdict, "detail": verdict.detail,
-            "per_seed": verdict.per_seed, "seeds_needed": verdict.seeds_needed,
+            "per_seed": verdict.per_seed, "p_against": verdict.p_against,
+            "seeds_needed": _seeds_needed(claim, verdict, metrics),
             "effect": _effect_record(verdict),
             "parts": [{"verdict": part.verdict, "text": part.effect.text()}
                       for part in verdict.parts],
@@ -222,8 +231,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         mean, sd = mean_sd(values)
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(values)}
     if runs:  # exploratory claims (changed after their preregistration) are shown only
-        verdict = paper_verdict([c["verdict"] for c in claims if not c["sanity"]
-                                 and c["preregistration"] != "exploratory"]).text
+        verdict = paper_verdict([(c["verdict"], c["p_against"]) for c in claims
+                                 if not c["sanity"] and c["preregistration"] != "exploratory"
+                                 ]).text
     else:
         verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
     seeds = [r.get("seed") for r in runs]
@@ -284,13 +294,14 @@ def claims_tally(paper: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def seeds_text(needed: int) -> str:
-    return f"more than {MAX_SEEDS_NEEDED}" if needed > MAX_SEEDS_NEEDED else f"~{needed}"
-
-
-def needs_text(needed: int) -> str:
-    """What an inconclusive interval's seed count means: a new, declared study."""
-    return f"a new study declaring {seeds_text(needed)} seeds could settle it"
+def needs_text(sizing: dict[str, Any]) -> str:
+    """What an inconclusive interval's sizing means for a new, declared study."""
+    if sizing["seeds"] is not None:
+        return (f"a new study declaring {sizing['seeds']} seeds would have "
+                f"{sizing['power']:.0%} power at these values")
+    if sizing["power"] is not None and sizing["power"] > 0:
+        return f"more than {MAX_SEEDS} seeds for 80% power at these values"
+    return sizing["why"]
 
 
 def verdict_word(verdict: str, stand_in: str | None) -> str:
@@ -607,7 +618,10 @@ def log_to_wandb(papers: list[dict[str, Any]], out: Path, source: str) -> None:
     mirror = WandbMirror(project="paperlab", entity=None, mode=None, group="reproduction",
                          job_type="report", name="reproduction-report", tags=["report"],
                          config={"source": source}, output_dir=out)
-    mirror.log_table("claims", effect_rows(papers))
+    mirror.log_table("claims", [
+        {"paper": p["key"], "claim": c["id"], "verdict": c["verdict"], "rule": c["rule"],
+         "sanity": c["sanity"], "effect": c["effect"]["text"] if c["effect"] else "",
+         "detail": c["detail"]} for p in papers for c in p["claims"]])
     if (out / EFFECTS_FIGURE).is_file():
         mirror.log_image("effects", out / EFFECTS_FIGURE)
     mirror.finish()

@@ -6,15 +6,16 @@ confirmatory data exist.
 
 The pilot is a full ``make reproduce`` at the development seeds (the seeds every tuning run
 used); it is kept in ``docs/pilot.json`` and never pooled with the confirmatory seeds. From
-it, every paper gets its confirmatory seed count by a power analysis: for each counted
-claim (not a sanity check, judged by an interval), the smallest number of seeds that gives
-:data:`POWER` at the pilot's effect and spread (the noncentral t distribution, statsmodels'
-``TTestPower``: two-sided 5% for a comparison, one-sided 5% against the margin for an
-equivalence); the paper takes the largest of these within [:data:`MIN_SEEDS`, its cap], and
-a claim that would need more is marked "needs ~N seeds: beyond this study". The cap is
-:data:`MAX_SEEDS`, lowered by the default's cost so the whole study stays within
-:data:`BUDGET_MINUTES` of wall time on two cores. A rule that cannot decide at the declared
-count (a sign test with fewer than :data:`MIN_SIGN_SEEDS` seeds) is refused.
+it, every paper gets its confirmatory seed count by a power analysis that simulates each
+counted claim's own rule at the pilot's per-seed values (experiments/claims/power.py: a
+conjunction with all its parts, an equivalence with both sides): the smallest count with
+:data:`POWER`; the paper takes the largest of these within [:data:`MIN_SEEDS`, its cap], and
+records, per claim, the power simulated at the count it gets and where the cap overrules
+the count it needs. The cap is :data:`MAX_SEEDS`, lowered by the default's cost so the whole
+study stays within :data:`BUDGET_MINUTES` of wall time on two cores; where even
+:data:`MIN_SEEDS` a paper costs more than the budget, the record says so. A rule that cannot
+decide at the declared count (a sign test with fewer than :data:`MIN_SIGN_SEEDS` seeds) is
+refused.
 
 The confirmatory seeds start at :data:`FIRST_SEED`, disjoint from every seed a development
 run, test or sweep used (0-999). Each claim is frozen as a hash of its definition (its
@@ -27,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from experiments.claims.papers import ROOT, all_papers, paper_info
+from experiments.claims.power import POWER, power_at, seeds_for_power
 from experiments.report.registration import (
     FIRST_SEED,
     PILOT,
@@ -46,38 +47,8 @@ from experiments.report.registration import (
 )
 
 MIN_SEEDS, MAX_SEEDS, MIN_SIGN_SEEDS = 5, 20, 6
-POWER, ALPHA = 0.80, 0.05
+ALPHA = 0.05
 BUDGET_MINUTES = 120.0  # the whole confirmatory study, wall time on two cores
-
-
-def seeds_for_power(effect: dict, rule: str, margin: float | None) -> int | None:
-    """The seeds an interval of this rule needs for :data:`POWER` at the pilot's effect (its
-    mean and spread over seeds); None where the pilot has no spread to size it from."""
-    from statsmodels.stats.power import TTestPower
-
-    values = effect.get("per_seed") or []
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    if sd == 0 or not math.isfinite(sd):
-        return None
-    if rule == "equivalence":  # the distance inside the margin, one-sided
-        distance, alternative = ((margin or 0.0) - abs(mean)), "larger"
-    else:
-        distance, alternative = abs(mean), "two-sided"
-    if distance <= 0:
-        return 10**6  # at or beyond the margin, or no effect: no count gives the power
-    power = TTestPower()
-    if power.power(effect_size=distance / sd, nobs=2, alpha=ALPHA,
-                   alternative=alternative) >= POWER:
-        return 2  # two seeds already give the power (the solver would not go below)
-    try:
-        n = float(power.solve_power(effect_size=distance / sd, alpha=ALPHA, power=POWER,
-                                    alternative=alternative))
-    except (ValueError, RuntimeError):
-        return 10**6
-    return max(2, math.ceil(n)) if math.isfinite(n) and n < 10**6 else 10**6
 
 
 def cost_caps(pilot: list[dict]) -> dict[str, int]:
@@ -96,42 +67,61 @@ def cost_caps(pilot: list[dict]) -> dict[str, int]:
     return caps
 
 
+def pilot_runs(judged: dict[str, Any]) -> list[dict[str, float]]:
+    """A judged claim's per-seed metrics from the pilot's record (``values``: metric ->
+    value at each seed)."""
+    values = judged.get("values") or {}
+    seeds = max((len(v) for v in values.values()), default=0)
+    return [{name: v[i] for name, v in values.items()} for i in range(seeds)]
+
+
 def plan(pilot: list[dict]) -> dict[str, dict[str, Any]]:
-    """Per paper: its confirmatory seed count, and per counted claim the seeds it needs."""
+    """Per paper: its confirmatory seed count, and per counted claim the seeds it needs and
+    the power its rule has at the count the paper gets (both simulated)."""
     caps = cost_caps(pilot)
     out = {}
     for paper in pilot:
         key, cap = paper["key"], caps[paper["key"]]
         claims = {c["id"]: c for c in paper_info(key).get("claims") or []}
-        needs, wanted = {}, MIN_SEEDS
+        sized, runs, wanted = {}, {}, MIN_SEEDS
         for judged in paper["claims"]:
             claim = claims.get(judged["id"])
             if claim is None or claim.get("sanity") or claim.get("holds_if") is None:
                 continue
-            rule = str(claim.get("rule") or "compare")
-            if rule in ("exact", "exists") or not judged.get("effect"):
-                needs[judged["id"]] = {"seeds": None, "why": f"{rule}: a count of seeds"
-                                       if rule in ("exact", "exists") else "no pilot effect"}
-                continue
-            n = seeds_for_power(judged["effect"], rule, judged.get("margin"))
-            if n is None:
-                needs[judged["id"]] = {"seeds": None, "why": "no spread in the pilot"}
-            elif n > cap:
-                needs[judged["id"]] = {"seeds": n, "why": f"needs ~{n} seeds: beyond this "
-                                       "study" if n < 10**6 else "no count gives the power "
-                                       "at the pilot's effect"}
-            else:
-                needs[judged["id"]] = {"seeds": n, "why": "80% power at the pilot's effect"}
-                wanted = max(wanted, n)
+            runs[judged["id"]] = pilot_runs(judged)
+            sizing = seeds_for_power(claim, runs[judged["id"]])
+            sized[judged["id"]] = (claim, sizing)
+            if sizing.seeds is not None and sizing.seeds <= cap:
+                wanted = max(wanted, sizing.seeds)
             if claim.get("test") == "sign":
                 if cap < MIN_SIGN_SEEDS:
                     raise ValueError(f"{key}.{judged['id']}: a sign test cannot decide below "
                                      f"{MIN_SIGN_SEEDS} seeds; this study allows {cap}")
                 wanted = max(wanted, MIN_SIGN_SEEDS)  # the rule must be able to decide
         seeds = min(max(wanted, MIN_SEEDS), cap)
+        needs = {}
+        for claim_id, (claim, sizing) in sized.items():
+            need = {"seeds": sizing.seeds, "why": sizing.why}
+            if sizing.power is not None:  # an interval rule: its power at the study's count
+                need["power_at_study"] = power_at(claim, runs[claim_id], seeds)
+                if sizing.seeds is not None and sizing.seeds > cap:
+                    need["why"] += f"; beyond this study: the cost cap is {cap} seeds"
+                elif sizing.seeds is None:
+                    need["why"] += "; beyond this study"
+            needs[claim_id] = need
         out[key] = {"seeds": seeds, "cap": cap, "claims": needs,
                     "seed_range": seed_range(seeds)}
     return out
+
+
+def budget_note(pilot: list[dict]) -> str | None:
+    """Where the budget cannot buy :data:`MIN_SEEDS` seeds of every paper, what the floor
+    costs against it (the plan keeps the floor and says so)."""
+    minutes = sum((p.get("runtime_s") or 60.0) / 60 for p in pilot) * MIN_SEEDS
+    if minutes <= 2 * BUDGET_MINUTES:
+        return None
+    return (f"{MIN_SEEDS} seeds of every paper cost {minutes:.0f} job-minutes, over the "
+            f"budget's {2 * BUDGET_MINUTES:.0f}: every paper is held at the floor")
 
 
 def preregistration(pilot: list[dict]) -> dict[str, Any]:
@@ -150,7 +140,7 @@ def preregistration(pilot: list[dict]) -> dict[str, Any]:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "pilot": "docs/pilot.json", "first_seed": FIRST_SEED, "power": POWER,
             "alpha": ALPHA, "seed_bounds": [MIN_SEEDS, MAX_SEEDS],
-            "budget_minutes": BUDGET_MINUTES,
+            "budget_minutes": BUDGET_MINUTES, "budget_note": budget_note(pilot),
             "planned_job_minutes": round(sum(p["seeds"] * minutes.get(key, 1.0)
                                              for key, p in papers.items()), 1),
             "papers": papers}

@@ -130,9 +130,9 @@ class RunContext:
 
     def save_instances(self, metric: str, values: Mapping[str, float]) -> None:
         """The per-instance values (prompt, task, complex, ... by id) that ``metric`` is the
-        mean of, appended to ``tables/instances.csv``; where both sides of a claim's
-        comparison have them, the report combines the paired instances of every seed
-        (experiments/claims/verdicts.py)."""
+        mean of, appended to ``tables/instances.csv``: the data behind a seed's mean, for
+        analyses of their own (a verdict is judged on the seeds' values, the independent
+        replicates: experiments/claims/verdicts.py)."""
         if not self.writes:
             return
         path = self.output_dir / INSTANCES

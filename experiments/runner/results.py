@@ -79,21 +79,6 @@ def read_json(path: Path) -> tuple[dict | None, str]:
 INSTANCES = "tables/instances.csv"  # metric, instance, value: a mean's instances
 
 
-def read_instances(folder: Path) -> dict[str, dict[str, float]]:
-    """metric -> instance id -> value, from a run folder's ``tables/instances.csv`` (empty
-    when the run wrote none, or the file cannot be read)."""
-    import csv
-
-    out: dict[str, dict[str, float]] = {}
-    try:
-        with (folder / INSTANCES).open(newline="") as handle:
-            for row in csv.DictReader(handle):
-                out.setdefault(row["metric"], {})[row["instance"]] = float(row["value"])
-    except (OSError, KeyError, ValueError):
-        return {}
-    return out
-
-
 def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     rows = list(rows)
     if not rows:

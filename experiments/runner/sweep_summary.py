@@ -32,7 +32,7 @@ from experiments.claims import (
     paper_info,
 )
 from experiments.claims.metrics import headline
-from experiments.runner.results import REFUSED, read_instances, read_json, write_csv
+from experiments.runner.results import REFUSED, read_json, write_csv
 
 log = logging.getLogger("paperlab")
 _NOT_A_SETTING = ("seed", "+paper", "paper", "+sweep", "sweep", "logger", "hydra")
@@ -62,9 +62,8 @@ def _read_results(sweep_dir: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
         result, error = read_json(path)
         if result is None or not isinstance(result.get("metrics"), dict):
             corrupt.append((path, error or "no metrics"))
-        else:  # the per-instance values too: the claims are judged as the report does
-            results.append({**result, "instances": read_instances(path.parent),
-                            "folder": str(path.parent)})
+        else:
+            results.append({**result, "folder": str(path.parent)})
     return results, corrupt
 
 
