@@ -14,6 +14,7 @@ from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
 from methods.ctxflow import (
+    FlowParams,
     finite_context_flow,
     flow_lipschitz,
     gaussian_context_flow,
@@ -56,12 +57,18 @@ def context_w2(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
     return float(np.sqrt(ot.emd2(np.full(n, 1 / n), np.full(n, 1 / n), cost)))
 
 
-def lipschitz_constant(d: int, n: int, depth: int, seed: int, cfg: RootConfig) -> float:
+def lipschitz_constant(d: int, n: int, depth: int, seed: int, cfg: RootConfig,
+                       control: bool = False) -> float:
     """The flow map's Lipschitz estimate in the token at width d (random parameters and an
-    n-token context from the replicate's own stream)."""
-    gen = Streams(seed).torch("lipschitz")
+    n-token context from the replicate's own stream). ``control``: the value map a d x d
+    standard Gaussian matrix times value_scale, without the 1/sqrt(d) that keeps its norm
+    fixed (its norm grows like 2 sqrt(d)): a map that is not dimension-free."""
+    gen = Streams(seed).torch("lipschitz control" if control else "lipschitz")
     method = cfg.method
     params = random_flow_params(d, method.attention_scale, method.value_scale, gen)
+    if control:
+        params = FlowParams(params.A, method.value_scale * torch.randn(
+            d, d, generator=gen, dtype=torch.float64))
     context = torch.randn(n, d, generator=gen, dtype=torch.float64) / d**0.5
     return flow_lipschitz(params, context, depth, LIPSCHITZ_PAIRS, gen)
 
@@ -136,6 +143,9 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     rows += [{"study": "lipschitz", "n": protocol.dim_study_n, "dim": d,
               "deviation_mean": value} for d, value in zip(widths, lipschitz, strict=True)]
     metrics["lipschitz_exponent_dim"] = fit_loglog_slope(widths, lipschitz)
+    control = [float(np.mean([lipschitz_constant(d, protocol.dim_study_n, depth, s, cfg, True)
+                              for s in seeds])) for d in widths]
+    metrics["lipschitz_exponent_dim_control"] = fit_loglog_slope(widths, control)
     metrics["lipschitz_max_over_min"] = max(lipschitz) / min(lipschitz)
 
     # the context measure itself: W2 to the limit law decays like n^(-1/d), not n^(-1/2)

@@ -37,6 +37,7 @@ from methods.dpcert.training import (
     DPSGDPopulation,
     fit,
     hash_partition,
+    margin_descent_direction,
     smoothed_votes,
 )
 
@@ -144,9 +145,10 @@ def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_d
                    train_plds, draws, gen) -> dict[str, float]:
     """Attack at the certificate's edge: insert ``poisoned`` training points carrying the
     trigger, relabelled to the target, retrain, and move every test point certified at that
-    poisoning budget by its own certified radius in two directions: the trigger's, and
-    toward the nearest training point of another class. No such prediction may change; a
-    certificate looser than either attack would show flips."""
+    poisoning budget by its own certified radius in three directions: the trigger's,
+    toward the nearest training point of another class, and down the poisoned models' mean
+    logit margin (the strongest first-order attack). No such prediction may change; a
+    certificate looser than any of these attacks would show flips."""
     t = cfg.protocol.trigger
     sigma = cfg.method.smoothing_sigma
     pattern = patch_trigger(shape, t.size, 1.0)
@@ -163,7 +165,8 @@ def _trigger_check(cfg, ctx, x_tr, y_tr, x_te, shape, bounds, train_dpa, train_d
         step = np.maximum(radius, 0.0)[:, None].astype(np.float32)
         changed = np.zeros(len(x_te), bool)
         for direction in (np.broadcast_to(pattern, x_te.shape),
-                          toward_other_class(x_te, a, x_tr, y_tr)):
+                          toward_other_class(x_te, a, x_tr, y_tr),
+                          margin_descent_direction(net, x_te, a)):
             attacked = smoothed_votes(net, x_te + step * direction, sigma, draws[name],
                                       CLASSES, gen)
             changed |= attacked.argmax(axis=1) != a

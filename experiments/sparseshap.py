@@ -154,6 +154,10 @@ def scaling_experiment(ev: Evaluator, sparse_cfg, n: int, s: int, protocol, ctx:
     _, low, high = slope_with_interval(np.array(xs)[reached], per_seed[:, reached])
     metrics["budget_exponent_n_ci_low"], metrics["budget_exponent_n_ci_high"] = low, high
     metrics["budget_exponent_n_reached_all"] = int(reached.all())
+    # "no power of n" up to the tilde's logarithmic factor: the exponent that one factor
+    # log(n / s) (sparse recovery's s log(n / s) measurements) shows over the same n grid
+    grid = np.array(xs, dtype=float)
+    metrics["budget_exponent_n_log_factor"] = fit_loglog_slope(grid, np.log(grid / s))
     for est, axis, key in (("sparse_leverage_shap", "s", "budget_exponent_s"),
                            ("leverage_shap", "n", "budget_exponent_n_leverage")):
         metrics[key] = fit_loglog_slope(*zip(*_budget_curve(rows, est, axis), strict=True))

@@ -62,7 +62,9 @@ def explain_point(models: dict, x: np.ndarray, lo, hi, max_component: int,
 
 def real_data_accuracy(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     """The NAM, the NA2M and the MLP trained alike on a real binary task
-    (``protocol.real_data``): their held-out accuracy (``acc_<model>_real``)."""
+    (``protocol.real_data``): their held-out accuracy (``acc_<model>_real``), and NA2M's
+    lead over the NAM as Cohen's h (``acc_na2m_vs_nam_real_cohens_h``: 2 asin sqrt p1 -
+    2 asin sqrt p2, the effect size of a difference of two proportions)."""
     if cfg.protocol.real_data is None:
         return {}
     data = BinaryTabularConfig(name="binary_tabular", source=cfg.protocol.real_data,
@@ -72,8 +74,11 @@ def real_data_accuracy(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     edges = select_edges(task.x_train, task.y_train, method.edges, method.max_component)
     with ctx.streams.torch_default("real data models"):
         nets = train_models(cfg, ctx, task, edges)
-    return {f"acc_{name}_real": accuracy(net, task.x_test, task.y_test)
-            for name, net in nets.items()}
+    out = {f"acc_{name}_real": accuracy(net, task.x_test, task.y_test)
+           for name, net in nets.items()}
+    out["acc_na2m_vs_nam_real_cohens_h"] = float(
+        2 * np.arcsin(np.sqrt(out["acc_na2m_real"])) - 2 * np.arcsin(np.sqrt(out["acc_nam_real"])))
+    return out
 
 
 @register_paper("sufexplain")

@@ -182,3 +182,24 @@ def test_the_boundary_attack_points_at_the_nearest_point_of_another_class():
     direction = toward_other_class(x, np.array([0]), x_train, y_train)
     assert np.linalg.norm(direction) == pytest.approx(1.0)
     assert x[0] + 0.9 * direction[0] == pytest.approx(x_train[1])
+
+
+def test_the_gradient_attack_descends_the_margin_as_the_closed_form_says():
+    """For softmax regression the margin of class a over b is linear, (w_a - w_b) x + const:
+    the attack's direction is -(w_a - w_b) / |w_a - w_b| where b is the runner-up, and a step
+    along it lowers the margin by the step times that norm."""
+    import torch
+
+    from methods.dpcert.training import BatchedMLP, margin_descent_direction
+
+    net = BatchedMLP(1, 4, 0, 3, torch.Generator().manual_seed(0))
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    with torch.no_grad():
+        logits = net(torch.as_tensor(x))[0].numpy()
+    a = logits.argmax(1)
+    direction = margin_descent_direction(net, x, a)
+    w = net.w2.detach()[0].numpy()  # (dim, classes)
+    for i in range(len(x)):
+        b = max((c for c in range(3) if c != a[i]), key=lambda c: logits[i, c])
+        gap = w[:, a[i]] - w[:, b]
+        assert direction[i] == pytest.approx(-gap / np.linalg.norm(gap), abs=1e-5)

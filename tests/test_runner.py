@@ -175,7 +175,7 @@ FREE_TEXT = {"path", "root", "reference", "hub_id", "split", "predictions_root",
              "config", "precision", "regdb_root", "sysu_root", "llcm_root", "domains",
              "extraction_turns", "user_turns", "metric", "over", "abstract", "unit", "meaning",
              "when", "note", "margin_reason", "stand_in", "sweep", "real_data",
-             "margin_metric", "changed_after_results", "verify"}
+             "margin_metric", "changed_after_results", "verify", "setting", "reason"}
 
 
 def test_every_field_with_a_fixed_set_of_values_is_an_enum():

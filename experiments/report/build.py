@@ -42,7 +42,7 @@ from experiments.claims.decide import usable_number
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.power import MAX_SEEDS, seeds_for_power
-from experiments.claims.verdicts import margin_of, mean_sd
+from experiments.claims.verdicts import ALPHA, margin_of, mean_sd
 from experiments.report.registration import FIRST_SEED, PREREGISTRATION, status
 from experiments.runner.results import read_json
 
@@ -213,7 +213,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
             "margin_reason": claim.get("margin_reason"),
             "changed_after_results": claim.get("changed_after_results"),
             "scale": claim.get("scale"),
-            "sanity": bool(claim.get("sanity")), "abstract": claim.get("abstract"),
+            "sanity": bool(claim.get("sanity")), "ablation": bool(claim.get("ablation")),
+            "setting": claim.get("setting") or info.get("stand_in"),
+            "abstract": claim.get("abstract"),
             "preregistration": registration,
             "verdict": verdict.verdict, "detail": verdict.detail,
             "per_seed": verdict.per_seed, "p_against": verdict.p_against,
@@ -222,6 +224,9 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
             "parts": [{"verdict": part.verdict, "text": part.effect.text()}
                       for part in verdict.parts],
             "values": {n: [m.get(n) for m in metrics] for n in names},
+            "measured": {n: mean_sd(usable)[0] for n in names
+                         if (usable := [float(m[n]) for m in metrics
+                                        if usable_number(m.get(n))])},
         })
     primary = next(iter(headline_metrics(info, metrics[0] if metrics else {})), None)
     headline = None
@@ -230,10 +235,12 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     if values:  # a seed whose headline is null or not finite is left out of it, never a crash
         mean, sd = mean_sd(values)
         headline = {"metric": primary, "mean": mean, "sd": sd, "seeds": len(values)}
+    decided_by: list[str] = []
     if runs:  # exploratory claims (changed after their preregistration) are shown only
-        verdict = paper_verdict([(c["verdict"], c["p_against"]) for c in claims
-                                 if not c["sanity"] and c["preregistration"] != "exploratory"
-                                 ]).text
+        badge_claims = [c for c in claims
+                        if counted(c) and c["preregistration"] != "exploratory"]
+        badge = paper_verdict([(c["verdict"], c["p_against"]) for c in badge_claims])
+        verdict, decided_by = badge.text, deciding_claims(badge, badge_claims)
     else:
         verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
     seeds = [r.get("seed") for r in runs]
@@ -241,6 +248,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         "key": key, "title": info["title"], "claim": info["claim"],
         "study": ("confirmatory" if seeds and min(seeds) >= FIRST_SEED else "declared"),
         "figure_caption": info.get("figure", ""), "verdict": verdict, "claims": claims,
+        "decided_by": decided_by,
         "stand_in": info.get("stand_in"),
         "seeds": seeds, "declared_seeds": info.get("seeds"),
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
@@ -281,16 +289,33 @@ def runtime_text(paper: dict[str, Any]) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
+def deciding_claims(badge, claims: list[dict[str, Any]]) -> list[str]:
+    """The claims that decided a paper's badge: the contradicted ones that pass Holm's
+    first step (contradicted), or the counted claims that do not hold (partial,
+    inconclusive); none when every claim holds."""
+    if badge.word == CONTRADICTED:
+        return [c["id"] for c in claims if c["verdict"] == CONTRADICTED
+                and c["p_against"] <= ALPHA / max(1, badge.tested)]
+    if badge.word in (PARTIAL, INCONCLUSIVE):
+        return [c["id"] for c in claims if c["verdict"] in JUDGED and c["verdict"] != HOLDS]
+    return []
+
+
+def counted(claim: dict[str, Any]) -> bool:
+    """A claim that counts toward its paper's badge: not a sanity check, not an ablation."""
+    return not claim["sanity"] and not claim.get("ablation")
+
+
 def claims_tally(paper: dict[str, Any]) -> str:
     """``2 hold, 1 inconclusive, 1 not tested here`` over the claims that count (sanity
-    checks apart)."""
-    counted = [c["verdict"] for c in paper["claims"] if not c["sanity"]]
+    checks and ablations apart)."""
+    words = [c["verdict"] for c in paper["claims"] if counted(c)]
     order = (HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_TESTED, NOT_RUN)
-    parts = [f"{counted.count(v)} {v}" for v in order if counted.count(v)]
-    sanity = [c for c in paper["claims"] if c["sanity"]]
-    if sanity:
-        held = sum(c["verdict"] == HOLDS for c in sanity)
-        parts.append(f"sanity checks {held}/{len(sanity)}")
+    parts = [f"{words.count(v)} {v}" for v in order if words.count(v)]
+    for kind, name in (("sanity", "sanity checks"), ("ablation", "ablations")):
+        apart = [c for c in paper["claims"] if c.get(kind)]
+        if apart:
+            parts.append(f"{name} {sum(c['verdict'] == HOLDS for c in apart)}/{len(apart)} hold")
     return ", ".join(parts)
 
 
@@ -362,8 +387,8 @@ def report_markdown(papers: list[dict[str, Any]], source: str,
         for c in p["corrupt"]:
             lines.append(f"- corrupt: {c['file']}, {c['error']}")
         for c in p["claims"]:
-            kind = "sanity check " if c["sanity"] else ""
-            lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c, p['stand_in'])}; "
+            kind = "sanity check " if c["sanity"] else "ablation " if c["ablation"] else ""
+            lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c, c['setting'])}; "
                          f"{c['detail']}): {c['text']}")
             if c["holds_if"]:
                 lines.append(f"  - condition `{c['holds_if']}`, rule {c['rule']}")
@@ -512,7 +537,9 @@ def _claims_table(paper: dict[str, Any]) -> str:
         condition = (f"<code>{e(c['holds_if'])}</code> (rule {e(c['rule'])})"
                      if c["holds_if"] else f"needs: {e(c['scale'] or '')}")
         effect = e(c["effect"]["text"]) if c["effect"] else ""
-        rows.append(f"<tr><td>{_badge(c['verdict'])}{' sanity' if c['sanity'] else ''}</td>"
+        kind = " sanity" if c["sanity"] else " ablation" if c["ablation"] else ""
+        setting = f" <small>({e(c['setting'])})</small>" if c["setting"] else ""
+        rows.append(f"<tr><td>{_badge(c['verdict'])}{kind}{setting}</td>"
                     f"<td><b>{e(c['id'])}</b>: {e(c['text'])}<br>{condition}<br>"
                     f"<small>{e(c['detail'])}</small></td><td>{effect}</td>"
                     f"<td>{e(c['abstract'] or '')}</td><td>{per_seed}</td></tr>")
@@ -528,7 +555,7 @@ def report_html(papers: list[dict[str, Any]], source: str, effects: Path | None 
         f"<tr data-paper=\"{p['key']}\"><td><a href=\"#paper-{p['key']}\">{p['key']}</a></td>"
         f"<td>{e(p['claim'])}</td><td>{_paper_badge(p)}"
         + (f" {_badge(CORRUPT)}" if p["corrupt"] else "") + "</td>"
-        f"<td>{' '.join(_badge(c['verdict']) for c in p['claims'] if not c['sanity'])}</td>"
+        f"<td>{' '.join(_badge(c['verdict']) for c in p['claims'] if counted(c))}</td>"
         f"<td>{e(headline_text(p))}</td><td>{e(runtime_text(p))}</td></tr>" for p in papers)
     sections = []
     for p in papers:
@@ -582,10 +609,12 @@ seeds; the detail says how many seeds it would need).</p>
 
 
 def _slim(paper: dict[str, Any]) -> dict[str, Any]:
-    keep = ("key", "verdict", "stand_in", "headline", "runtime_s", "seeds", "declared_seeds",
-            "git_sha", "study")
+    keep = ("key", "verdict", "decided_by", "stand_in", "headline", "runtime_s", "seeds",
+            "declared_seeds", "git_sha", "study")
     slim = {k: paper[k] for k in keep}
     slim["claims"] = [{k: c[k] for k in ("id", "verdict", "detail", "rule", "sanity",
+                                         "ablation", "setting", "p_against", "measured",
+                                         "values",
                                          "abstract", "seeds_needed", "effect", "parts",
                                          "margin", "changed_after_results",
                                          "preregistration")}
@@ -637,10 +666,14 @@ def readme_claims(paper: dict[str, Any]) -> str:
     """The README's claims cell: each claim's verdict (sanity checks marked) and effect, the
     comparisons that decided a conjunction, and the abstract's magnitude where it states
     one."""
-    parts = []
+    from experiments.claims.ledger import read_record
+
+    ledger, parts = read_record(), []
     for c in paper["claims"]:
-        word = verdict_word(c["verdict"], None if c["sanity"] else paper.get("stand_in"))
-        text = f"{c['id']} {'(sanity check) ' if c['sanity'] else ''}{word}"
+        setting = c.get("setting", paper.get("stand_in"))
+        word = verdict_word(c["verdict"], None if c["sanity"] else setting)
+        kind = "(sanity check) " if c["sanity"] else "(ablation) " if c.get("ablation") else ""
+        text = f"{c['id']} {kind}{word}"
         effect = c.get("effect")
         if c["rule"] in ("exact", "exists") and c["verdict"] in JUDGED:
             text += f" ({c['detail']})"  # a count of seeds: no interval to show
@@ -652,8 +685,14 @@ def readme_claims(paper: dict[str, Any]) -> str:
                         if effect["relative_mean"] is not None else "")
             margin = f", margin {c['margin']:.3g}" if c.get("margin") is not None else ""
             text += f" {effect['mean']:+.3g}{interval}{relative}{margin}"
-        if c.get("changed_after_results"):
-            text += f" (changed after results: {c['changed_after_results'].split(':')[0]})"
+        if c.get("measured"):
+            text += " (measured: " + ", ".join(f"{n} {fmt(v)}" for n, v in
+                                               c["measured"].items()) + ")"
+        history = ledger.get(paper["key"], {}).get(c["id"])
+        if history:
+            text += (f" (changed after results: [{len(history)} time"
+                     f"{'s' if len(history) > 1 else ''}, last after {history[-1]['verdict']} "
+                     f"at {history[-1]['after']}](docs/papers/{paper['key']}.md))")
         if c.get("preregistration") == "exploratory":
             text += " (exploratory: changed after preregistration, not counted)"
         if c.get("parts") and c["verdict"] != HOLDS:
@@ -698,6 +737,8 @@ def readme_table(published: dict[str, Any]) -> str:
         info = paper_info(key)
         p = by_key.get(key)
         verdict = verdict_word(p["verdict"], p.get("stand_in")) if p else NOT_RUN
+        if p and p.get("decided_by"):
+            verdict += f" (decided by {', '.join(p['decided_by'])})"
         claims = readme_claims(p) if p else ""
         seeds = seed_range_text(p["seeds"]) if p else ""
         earlier = (f"{pilot[key]['verdict']} ({len(pilot[key]['seeds'])} seeds)"

@@ -89,6 +89,24 @@ def moved(key: str, claims: list[dict]) -> list[str]:
                                                          if changes else [])]
 
 
+def ledger_lines(key: str, info: dict) -> list[str]:
+    """The claims ledger's record of ``key`` (docs/claims_ledger.json, generated from git):
+    every claim whose definition changed after a verdict for it was published, with the
+    reason its config gives."""
+    from experiments.claims.ledger import history_text, read_record
+
+    entries = read_record().get(key) or {}
+    if not entries:
+        return ["", "Changed after results (docs/claims_ledger.json, from git): none."]
+    reasons = {c["id"]: c.get("changed_after_results") for c in info.get("claims") or []}
+    reasons |= {r["id"]: f"removed: {r['reason']}" for r in info.get("removed_claims") or []}
+    return ["", "Changed after results (docs/claims_ledger.json, from git: each definition "
+            "change after a published verdict for the claim; its verdict is exploratory until "
+            "fresh seeds judge it):", "",
+            *[f"- `{claim}`: {history_text(e)}. Why: {reasons.get(claim) or 'not given'}"
+              for claim, e in sorted(entries.items())]]
+
+
 def changes_since_preregistration(key: str) -> list[str]:
     """The files of this paper (and the shared code) that changed between the
     preregistration and the confirmatory runs, when the published study is that one."""
@@ -125,8 +143,9 @@ def head(key: str) -> str:
         rule += ", sign test" if c.get("test") == "sign" else ""
         rule += f", over the published sweep {c['sweep']}" if c.get("sweep") else ""
         rule += " (sanity check)" if c.get("sanity") else ""
-        rule += (f"; changed after results: {c['changed_after_results']}"
-                 if c.get("changed_after_results") else "")
+        rule += " (ablation, not counted)" if c.get("ablation") else ""
+        rule += f"; runs on {c['setting']}" if c.get("setting") else ""
+        rule += "; changed after results (below)" if c.get("changed_after_results") else ""
         rule = rule if c.get("holds_if") else "-"
         condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
         published = verdicts.get(c["id"])
@@ -135,6 +154,7 @@ def head(key: str) -> str:
         lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
                      f"| {_cell(verdict)} |")
     lines += moved(key, info.get("claims") or [])
+    lines += ledger_lines(key, info)
     lines += changes_since_preregistration(key)
     lines += ["", "Metrics (`paper.metrics`; `{x}` takes each listed value):", "",
               "| metric | better | unit | meaning |", "|---|---|---|---|"]

@@ -86,7 +86,8 @@ def plan(pilot: list[dict]) -> dict[str, dict[str, Any]]:
         sized, runs, wanted = {}, {}, MIN_SEEDS
         for judged in paper["claims"]:
             claim = claims.get(judged["id"])
-            if claim is None or claim.get("sanity") or claim.get("holds_if") is None:
+            if claim is None or claim.get("sanity") or claim.get("ablation") or \
+                    claim.get("holds_if") is None:
                 continue
             runs[judged["id"]] = pilot_runs(judged)
             sizing = seeds_for_power(claim, runs[judged["id"]])

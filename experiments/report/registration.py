@@ -12,24 +12,18 @@ import os
 import subprocess
 from typing import Any
 
+from experiments.claims.ledger import definition
 from experiments.claims.papers import ROOT
 from experiments.runner.results import changed_files
 
 PREREGISTRATION = ROOT / "docs" / "preregistration.json"
 PILOT = ROOT / "docs" / "pilot.json"
 FIRST_SEED = 10000  # disjoint from the development seeds (0-999)
-DEFINITION_KEYS = ("holds_if", "rule", "test", "margin", "margin_metric", "margin_source",
-                   "sanity", "deterministic", "verify")
 
 
 def seed_range(count: int) -> list[int]:
     """The first and last of ``count`` confirmatory seeds."""
     return [FIRST_SEED, FIRST_SEED + count - 1]
-
-
-def definition(claim: dict) -> dict:
-    """What a claim's verdict depends on (its wording and notes do not)."""
-    return {k: claim.get(k) for k in DEFINITION_KEYS}
 
 
 def claim_hash(key: str, claim: dict) -> str:

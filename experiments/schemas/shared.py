@@ -117,7 +117,8 @@ class Rule(StrEnum):
 class MarginSource(StrEnum):
     """Where an equivalence margin comes from (a test holds every claim to one)."""
 
-    abstract = "abstract"  # derived from the abstract's own numbers (margin_reason says how)
+    abstract = "abstract"  # a number the abstract states (margin_reason quotes it)
+    derived = "derived"  # derived from the abstract's own statement (margin_reason shows how)
     convention = "convention"  # a published convention, cited in margin_reason
     metric = "metric"  # measured by the run itself (margin_metric)
 
@@ -125,6 +126,15 @@ class MarginSource(StrEnum):
 class Test(StrEnum):
     interval = "interval"  # the interval of the effect decides (compare)
     sign = "sign"  # a coarse metric: the exact sign test on the untied seeds decides
+
+
+@dataclass
+class RemovedClaim:
+    """A claim taken out after a verdict for it was published (the claims ledger,
+    experiments/claims/ledger.py, finds it in git): its id and why."""
+
+    id: str = MISSING
+    reason: str = MISSING
 
 
 @dataclass
@@ -150,6 +160,12 @@ class Claim:
     # the size the abstract reports, shown beside the measured effect ("+6.91 accuracy")
     abstract: str | None = None
     sanity: bool = False  # an identity or implementation check: shown, not counted
+    # another reading of a claim, kept beside it to show what the reading changes: shown
+    # with its verdict, not counted in the paper's badge
+    ablation: bool = False
+    # the setting this claim's metrics come from, printed beside its verdict ("synthetic
+    # coverage trees"); the paper's stand_in where it declares none
+    setting: str | None = None
     # the claim's arms ignore the seed (their values are the same at every seed): judged on
     # that value; a stochastic claim whose seeds all agree has no spread to judge
     deterministic: bool = False
@@ -280,6 +296,7 @@ class PaperInfo:
     # every metric runs write (experiments/claims/metrics.py)
     metrics: dict[str, MetricDeclaration] = MISSING
     claims: list[Claim] = MISSING  # what the report checks on the default run's metrics
+    removed_claims: list[RemovedClaim] = field(default_factory=list)
     # seeds `make reproduce` runs, fixed before any result is seen, by the default's cost:
     # 10 under 1 minute, 5 under 2, else 3
     seeds: int = 3

@@ -147,6 +147,24 @@ def fit(module: L.LightningModule, steps: int, compute: Compute | None = None
 
 
 @torch.no_grad()
+def margin_descent_direction(net: BatchedMLP, x: np.ndarray, predicted: np.ndarray
+                             ) -> np.ndarray:
+    """Per point, the unit l2 direction of steepest descent of the models' mean logit margin
+    of the predicted class over the best other class, at the point: the strongest
+    first-order attack on the trained models (one normalized gradient step)."""
+    device = net.b2.device
+    with torch.enable_grad():  # also where the caller evaluates without gradients
+        xt = torch.as_tensor(x, dtype=torch.float32, device=device).requires_grad_(True)
+        logits = net(xt)  # (M, points, classes)
+        label = torch.as_tensor(predicted, device=device)[None, :, None].expand(
+            logits.shape[0], -1, 1)
+        own = logits.gather(-1, label).squeeze(-1)
+        other = logits.scatter(-1, label, float("-inf")).amax(-1)
+        (down,) = torch.autograd.grad(-(own - other).mean(0).sum(), xt)
+    down = down.cpu().numpy()
+    return down / np.maximum(np.linalg.norm(down, axis=1, keepdims=True), 1e-12)
+
+
 def smoothed_votes(net: BatchedMLP, x: np.ndarray, sigma: float, draws: int, classes: int,
                    generator: torch.Generator) -> np.ndarray:
     """Counts (points, classes) of each model's prediction on ``draws`` Gaussian-noised

@@ -109,8 +109,9 @@ def generate(model, count: int, max_length: int, seed: int, alphabet: proteins.A
 
 def evaluate(model, base, design: DesignScore, alphabet: proteins.Alphabet, samples: int,
              max_length: int, seed: int) -> dict:
-    """Design score, NLL under the frozen ``base`` (designability), validity, length,
-    homopolymer runs, uniqueness, pairwise identity and each objective's z-score."""
+    """Design score (its mean and standard deviation over the samples), NLL under the frozen
+    ``base`` (designability), validity, length, homopolymer runs, uniqueness, pairwise
+    identity and each objective's z-score."""
     rollouts = generate(model, samples, max_length, seed, alphabet)
     sequences = [alphabet.decode(c) for c in rollouts.completions()]
     with torch.no_grad():
@@ -119,7 +120,7 @@ def evaluate(model, base, design: DesignScore, alphabet: proteins.Alphabet, samp
     z = design.standardized(sequences)
     finished = [alphabet.eos in c for c in rollouts.completions()]
     scores = design(sequences, finished)
-    out = {"design": float(scores.mean()),
+    out = {"design": float(scores.mean()), "design_sd": float(scores.std(ddof=1)),
            "nll_under_base": float((nll * mask).sum() / mask.sum()),
            "valid": float(np.mean(scores != design.invalid)),
            "length": float(np.mean([len(s) for s in sequences])),
