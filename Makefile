@@ -30,6 +30,9 @@ PLAN_SCALE := $(if $(filter command line,$(origin SCALE)),$(SCALE),paper)
 GPU      ?= h100-80gb
 REPRODUCE_DIR ?= outputs/reproduce
 STUDY    ?= declared
+# a committed folder of job records (results, metrics, tables): restored before, saved after
+# each round; commit it after each round (docs/studies/<study>)
+RECORDS  ?=
 PILOT_DIR ?= outputs/pilot
 REPORT_FROM   ?= $(REPRODUCE_DIR)
 REPORT_OUT    ?= outputs/report
@@ -112,10 +115,10 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 summary: install  ## rebuild a sweep summary: make summary SWEEP_DIR=outputs/sweeps/... (default: latest) [PUBLISH=name]
 	$(PY) -m experiments.runner.sweep_summary $(or $(SWEEP_DIR),$(shell ls -dt outputs/sweeps/*/*/ 2>/dev/null | head -1)) $(if $(PUBLISH),--publish $(PUBLISH))
 
-reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; STUDY=confirmatory; resumes)
+reproduce: install  ## every paper's default at its declared seeds (PAPERS=a,b SEEDS=0,1; STUDY=confirmatory; RECORDS=docs/studies/x; resumes)
 	$(PY) -m experiments.runner.reproduce --papers $(PAPERS) --seeds '$(SEEDS)' \
 		--launcher $(LAUNCHER) --jobs $(JOBS) --dir $(REPRODUCE_DIR) --scale $(SCALE) \
-		--study $(STUDY) $(ARGS)
+		--study $(STUDY) $(if $(RECORDS),--records $(RECORDS)) $(ARGS)
 
 # The pre-registered study: the pilot (make reproduce REPRODUCE_DIR=outputs/pilot, the
 # development seeds), then make preregister (docs/pilot.json, docs/preregistration.json:

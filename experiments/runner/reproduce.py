@@ -14,7 +14,10 @@ writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (res
 ``--papers all`` takes every registered paper, longest first by the cost per seed the last
 published reproduction measured (docs/reproduction.json; a paper it lacks goes first). At
 the end it prints the wall time and each paper's job-minutes and writes them to
-``<dir>/timing.json`` (``make readme`` publishes them with the table).
+``<dir>/timing.json`` (``make readme`` publishes them with the table). ``--records DIR``
+keeps the study's evidence in a committed folder (experiments/runner/records.py): its
+records are restored into the run folders first (those jobs are skipped), and each round's
+finished jobs are saved there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from common.errors import UserError
 from experiments.claims import paper_info
 from experiments.claims.papers import ROOT
 from experiments.runner.job import EXIT_REJECTED
+from experiments.runner.records import restore_records, save_records
 from experiments.runner.registry import check_paper, known_papers
 from experiments.runner.results import read_json
 
@@ -181,6 +185,31 @@ def checked_arguments(args) -> tuple[list[str], list[int] | None]:
     return papers, seeds or None
 
 
+def multiruns(args, seed, members: list[str], pooled: set[str]
+              ) -> list[tuple[list[str], list[str]]]:
+    """(papers, command) of each multirun of one round. The presets are per paper: at
+    scale=paper, one multirun per paper. At the default scale the one-process papers share
+    the cores (one job per core) and a paper with its own worker pool runs alone: no core is
+    shared by two processes."""
+    if args.scale == "cpu":
+        groups = [[k for k in members if k not in pooled], [k for k in members if k in pooled]]
+    else:
+        groups = [[key] for key in members]
+    out = []
+    for group in (g for g in groups if g):
+        jobs = 1 if args.scale == "cpu" and group[0] in pooled else args.jobs
+        command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
+                   f"seed={seed}", f"hydra/launcher={args.launcher}",
+                   f"hydra.sweep.dir='{args.dir}'",
+                   "hydra.sweep.subdir=${paper.key}/seed${seed}", *args.overrides]
+        if args.scale != "cpu":
+            command.append(f"scale={args.scale}")
+        if args.launcher == "joblib":
+            command.insert(5, f"hydra.launcher.n_jobs={jobs}")
+        out.append((group, command))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _OneLineParser(prog="python -m experiments.runner.reproduce")
     parser.add_argument("--papers", required=True, help="comma-separated, longest first")
@@ -192,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="declared", choices=("declared", "confirmatory"),
                         help="declared: each paper's paper.seeds from 0 (the quick study); "
                              "confirmatory: the seeds docs/preregistration.json declares")
+    parser.add_argument("--records", default="",
+                        help="a committed folder of job records: restored first, saved to "
+                             "after each round (it commits nothing)")
     parser.add_argument("overrides", nargs="*", help="passed to every job")
     args = parser.parse_args(argv)
     try:
@@ -204,29 +236,27 @@ def main(argv: list[str] | None = None) -> int:
         registered = confirmatory_plan()
         if registered is None:
             return EXIT_REJECTED
+    records = Path(args.records) if args.records else None
+    if records is not None:
+        restored = restore_records(records, Path(args.dir))
+        print(f"==> {restored} finished jobs restored from the records in {records}",
+              flush=True)
+
+    def keep_records() -> None:
+        if records is not None:
+            saved = save_records(Path(args.dir), records)
+            if saved:
+                print(f"==> {saved} new records in {records}: commit them (git add "
+                      f"{records} && git commit) so an interruption keeps this round",
+                      flush=True)
+
     code, start, stopped = 0, time.perf_counter(), []
     pooled = {key for key in papers if has_worker_pool(key)}
     for seed, members in rounds(papers, seeds, registered):
-        # the presets are per paper: at scale=paper, one multirun per paper. At the default
-        # scale the one-process papers share the cores (one job per core) and a paper with
-        # its own worker pool runs alone: no core is shared by two processes.
-        if args.scale == "cpu":
-            groups = [[k for k in members if k not in pooled],
-                      [k for k in members if k in pooled]]
-        else:
-            groups = [[key] for key in members]
-        for group in (g for g in groups if g):
-            jobs = 1 if args.scale == "cpu" and group[0] in pooled else args.jobs
-            command = [sys.executable, "run.py", "-m", f"+paper={','.join(group)}",
-                       f"seed={seed}", f"hydra/launcher={args.launcher}",
-                       f"hydra.sweep.dir='{args.dir}'",
-                       "hydra.sweep.subdir=${paper.key}/seed${seed}", *args.overrides]
-            if args.scale != "cpu":
-                command.append(f"scale={args.scale}")
-            if args.launcher == "joblib":
-                command.insert(5, f"hydra.launcher.n_jobs={jobs}")
+        for group, command in multiruns(args, seed, members, pooled):
             print(f"==> seed {seed}: {', '.join(group)}", flush=True)
             returned = run_stoppable(command, stopped)
+            keep_records()
             if stopped:
                 print(f"interrupted ({signal.Signals(stopped[0]).name}); rerun the same "
                       "command to resume", file=sys.stderr, flush=True)
