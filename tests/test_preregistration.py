@@ -260,3 +260,23 @@ def test_the_pilot_is_summarized_as_before_any_record(monkeypatch):
     with before_preregistration():
         assert preregistration_status("ditherq", claim) == "not preregistered"
     assert preregistration_status("ditherq", claim) == "exploratory"
+
+
+def test_the_pilot_alone_is_judged_again_without_a_preregistration(monkeypatch, tmp_path):
+    """``--pilot-only`` writes docs/pilot.json from the pilot's runs and no preregistration
+    (the pilot judged again with new rules, before the study is preregistered)."""
+    from experiments.report import build
+
+    from .test_report import report_fixture
+
+    folder = report_fixture(tmp_path / "runs")
+    pilot, record = tmp_path / "pilot.json", tmp_path / "preregistration.json"
+    monkeypatch.setattr(build, "all_papers", lambda: ["tps"])
+    monkeypatch.setattr(preregister, "PILOT", pilot)
+    monkeypatch.setattr(preregister, "PREREGISTRATION", record)
+    monkeypatch.setattr(preregister, "ROOT", tmp_path)
+    assert preregister.main([str(folder), "--pilot-only"]) == 0
+    papers = json.loads(pilot.read_text())["papers"]
+    assert [p["key"] for p in papers] == ["tps"] and papers[0]["seeds"] == [0, 1]
+    assert all("values" in c for c in papers[0]["claims"])  # what the sizing reads
+    assert not record.exists()

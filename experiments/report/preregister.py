@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.report.preregister",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("pilot", type=Path, help="the pilot's runs (make reproduce's folder)")
+    parser.add_argument("--pilot-only", action="store_true",
+                        help="write docs/pilot.json only: the pilot judged again, before the "
+                             "study is preregistered")
     args = parser.parse_args(argv)
     if not args.pilot.is_dir():
         print(f"error: {args.pilot} is not a folder of runs (run the pilot first: make "
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
 
     pilot = [_slim(p) for p in papers]
     PILOT.write_text(json.dumps({"papers": pilot}, indent=1, default=str) + "\n")
+    if args.pilot_only:
+        print(f"{PILOT.relative_to(ROOT)}: the pilot's {sum(len(p['seeds']) for p in pilot)} "
+              "jobs judged (no preregistration written)")
+        return 0
     record = preregistration(pilot)
     PREREGISTRATION.write_text(json.dumps(record, indent=1) + "\n")
     total = sum(p["seeds"] for p in record["papers"].values())
