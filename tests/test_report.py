@@ -285,6 +285,22 @@ def test_the_readme_table_is_generated_from_the_published_reproduction():
     assert len(readme.splitlines()) <= 260
 
 
+@pytest.mark.slow
+def test_the_published_table_is_judged_again_from_its_committed_records():
+    """A published study names its committed records (docs/studies/<study>): judging them
+    on a clean checkout gives every paper's verdict and every claim's verdict and effect as
+    published."""
+    published = json.loads((ROOT / "docs" / "reproduction.json").read_text())
+    if not published.get("records"):
+        pytest.skip("the published table names no committed records")
+    papers, _ = summarize_folder(ROOT / published["records"])
+    for again, then in zip(papers, published["papers"], strict=True):
+        assert (again["key"], again["verdict"]) == (then["key"], then["verdict"])
+        assert [(c["id"], c["verdict"], c["effect"] and c["effect"]["text"])
+                for c in again["claims"]] == \
+            [(c["id"], c["verdict"], c["effect"] and c["effect"]["text"]) for c in then["claims"]]
+
+
 def test_the_paper_pages_heads_are_generated_from_the_configs_and_the_reproduction():
     from experiments.report.pages import main as pages
 

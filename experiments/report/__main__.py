@@ -98,6 +98,17 @@ def all_or_nothing(paths: list[Path]):
         raise
 
 
+def committed_records(runs: Path) -> str | None:
+    """The runs' folder relative to the repository when it lies in it (a study's committed
+    records, docs/studies/<study>: anyone can judge the published table again from them);
+    None for runs outside it (outputs/ is not committed)."""
+    try:
+        relative = runs.resolve().relative_to(ROOT)
+    except ValueError:
+        return None
+    return None if relative.parts[:1] == ("outputs",) else str(relative)
+
+
 def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> None:
     """docs/reproduction.json, the README table and the pages' heads from the report in
     ``out``, all or nothing; ``UserError`` when the report judged fewer finished runs than
@@ -113,7 +124,8 @@ def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> 
                         "ALLOW_FEWER=1 publishes it anyway)")
     timing, _ = read_json(runs / "timing.json")
     since = verdicts_at(since_rev) if since_rev else earlier.get("since")
-    published = {"papers": papers_summary, "timing": timing, "since": since}
+    published = {"papers": papers_summary, "timing": timing, "since": since,
+                 "records": committed_records(runs)}
     if all(p.get("study") == "confirmatory" for p in papers_summary):
         published.update(confirmatory_record(papers_summary))
     readme = ROOT / "README.md"
