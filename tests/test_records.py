@@ -28,9 +28,10 @@ def test_a_record_holds_the_results_tables_and_config_only(tmp_path):
     runs, records = tmp_path / "runs", tmp_path / "records"
     _run(runs, 0)
     _run(runs, 1, finished=False)  # no metrics: not a finished job
+    (runs / "timing.json").write_text('{"runs": []}')
     assert save_records(runs, records) == 1
     saved = sorted(str(p.relative_to(records)) for p in records.rglob("*") if p.is_file())
-    assert saved == ["tps/seed0/config_resolved.yaml", "tps/seed0/metrics.json",
+    assert saved == ["timing.json", "tps/seed0/config_resolved.yaml", "tps/seed0/metrics.json",
                      "tps/seed0/results.json", "tps/seed0/tables/leaderboard.csv"]
     # a record is evidence: saving again never overwrites it
     (runs / "tps" / "seed0" / "metrics.json").write_text('{"a": 99}')

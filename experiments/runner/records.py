@@ -47,8 +47,12 @@ def _copy(source: Path, target: Path, files: list[Path]) -> None:
 
 
 def save_records(runs: Path, records: Path) -> int:
-    """Copy the record of every finished job under ``runs`` that ``records`` lacks; returns
-    how many were saved (a record already there is never overwritten: it is the evidence)."""
+    """Copy the record of every finished job under ``runs`` that ``records`` lacks, and the
+    rounds' timing.json; returns how many records were saved (a record already there is
+    never overwritten: it is the evidence)."""
+    if (runs / "timing.json").is_file():  # the rounds' wall times so far, for the README
+        records.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(runs / "timing.json", records / "timing.json")
     saved = 0
     for run in finished_runs(runs):
         target = records / run.relative_to(runs)
