@@ -278,8 +278,11 @@ def metrics_of(results: dict, cost: dict) -> dict[str, float]:
                                                            - base["nll_under_base"])
         for key in ("valid", "homopolymer", "unique", "identity"):
             metrics[f"{key}_{name}"] = values[key]
-    # OPD's gain in standard deviations of the base's design scores (Cohen's d)
-    metrics["property_gain_opd_standardized"] = metrics["property_gain_opd"] / base["design_sd"]
+    # OPD's gain in standard deviations of the base's design scores (Cohen's d); undefined
+    # where the base's samples all score alike (a tiny evaluation)
+    spread = base["design_sd"]
+    metrics["property_gain_opd_standardized"] = (metrics["property_gain_opd"] / spread
+                                                 if spread > 0 else float("nan"))
     return metrics
 
 

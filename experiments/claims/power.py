@@ -1,7 +1,7 @@
 """How many seeds a claim needs, from its own rule simulated at measured per-seed values.
 
 One estimator serves the preregistration's seed counts (``make preregister``) and the
-report's "a new study declaring ~N seeds could settle it": every metric the claim reads
+report's "a new study declaring N seeds would have 80% power": every metric the claim reads
 (its condition's and its measured margin's) is drawn, for n seeds, from a normal
 distribution with the mean vector and the covariance the measured seeds show; each draw is
 judged by the claim's own rule (:func:`experiments.claims.verdicts.judge`: a conjunction

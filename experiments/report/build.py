@@ -597,7 +597,7 @@ img {{ max-width: 520px; }} #effects img {{ max-width: 100%; }}
 <p>Runs from <code>{e(source)}</code>. Each paper's claims (<code>paper.claims</code> in
 conf/paper/&lt;key&gt;.yaml) are judged on its runs' metrics: <b>holds</b>, <b>contradicted</b>
 (the evidence points the other way) or <b>inconclusive</b> (not shown either way at these
-seeds; the detail says how many seeds it would need).</p>
+seeds; report.md says how many seeds a new study would need).</p>
 {f"<ul>{unplaced_items}</ul>" if unplaced_items else ""}
 <table id="overview"><thead><tr><th>paper</th><th>claim</th><th>verdict</th><th>claims</th>
 <th>headline (mean ± sd over seeds)</th><th>runtime</th></tr></thead><tbody>
