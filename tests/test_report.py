@@ -241,9 +241,9 @@ def test_a_paper_is_contradicted_only_across_its_claims():
     """Holm across the paper's tested claims: a claim contradicted at p = 0.02 contradicts a
     paper of two tested claims (0.02 <= 0.05 / 2) but not one of three (0.02 > 0.05 / 3)."""
     two = [(CONTRADICTED, 0.02), (HOLDS, 1.0), (NOT_TESTED, 1.0)]
-    assert paper_verdict(two).word == CONTRADICTED
+    assert paper_verdict(two).word == CONTRADICTED and paper_verdict(two).deciding == (0,)
     three = [(CONTRADICTED, 0.02), (HOLDS, 1.0), (INCONCLUSIVE, 0.4)]
-    assert paper_verdict(three).word == "partial"
+    assert paper_verdict(three).word == "partial" and paper_verdict(three).deciding == (0, 2)
     # the claim's p against is Holm-adjusted across a conjunction's parts
     runs = [{"a": -1.0 - d, "b": 0.0, "c": 1.0 + d} for d in (0.01, 0.03, 0.02)]
     single, both = judge(claim("a > b"), runs), judge(claim("a > b and c > b"), runs)
@@ -309,9 +309,10 @@ def test_the_paper_pages_heads_are_generated_from_the_configs_and_the_reproducti
 
 def test_the_pages_say_which_verdicts_moved_since_the_compared_reproduction(tmp_path,
                                                                             monkeypatch):
+    from experiments.claims.ledger import verdicts_at
     from experiments.report import pages
 
-    since = pages.verdicts_at("HEAD")  # the reproduction published at the checkout's commit
+    since = verdicts_at("HEAD")  # the reproduction published at the checkout's commit
     assert len(since["rev"]) == 40 and "tps" in since["papers"]
     since["papers"]["tps"]["claims"] = {"tps_strictly_proper": "inconclusive", "gone": "holds"}
     published = {"papers": [{"key": "tps", "verdict": "holds", "claims": [

@@ -5,7 +5,7 @@ removed claim), the commit that made it, and the verdict published for the claim
     python -m experiments.claims.ledger cfbeam --all # every change of cfbeam's claims
     python -m experiments.claims.ledger --write      # docs/claims_ledger.json
 
-A claim's definition is what its verdict depends on (registration.DEFINITION_KEYS: the
+A claim's definition is what its verdict depends on (:data:`DEFINITION_KEYS`: the
 condition, rule, test, margin and its source, the sanity, ablation and deterministic flags,
 the verifier), read from ``conf/paper/<key>.yaml`` at each commit that touched it and from
 the working tree last. A verdict is published when ``docs/reproduction.json`` holds one for
@@ -56,11 +56,6 @@ class Change:
     def post_hoc(self) -> bool:
         return self.published is not None
 
-    def text(self) -> str:
-        """``after the verdict contradicted published at 02ecbe2: holds_if, rule``."""
-        what = "removed" if self.kind == "removed" else ", ".join(self.fields)
-        return f"after the verdict {self.verdict} published at {self.published[:7]}: {what}"
-
 
 def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
@@ -70,8 +65,7 @@ def _git(*args: str) -> str:
 def definition(claim: dict) -> dict:
     """A claim's definition with absent keys at their defaults (a ``rule: compare`` spelt out
     is no change) and the condition's spacing normalized."""
-    out = {k: claim.get(k, DEFAULTS.get(k)) if claim.get(k) is not None else DEFAULTS.get(k)
-           for k in DEFINITION_KEYS}
+    out = {k: DEFAULTS.get(k) if claim.get(k) is None else claim[k] for k in DEFINITION_KEYS}
     for key in ("holds_if", "margin_metric"):
         if isinstance(out.get(key), str):
             out[key] = " ".join(out[key].split())
@@ -98,18 +92,28 @@ def _order() -> dict[str, int]:
     return {c: i for i, c in enumerate(commits)}
 
 
+def verdicts_at(rev: str) -> dict:
+    """The verdicts of the reproduction published at git revision ``rev``: {"rev": the full
+    hash, "papers": {paper: {"verdict": ..., "claims": {claim id: verdict}}}}."""
+    published = json.loads(_git("show", f"{rev}:{PUBLISHED}"))
+    papers = published["papers"] if isinstance(published, dict) else published
+    return {"rev": _git("rev-parse", rev).strip(), "papers": {
+        p["key"]: {"verdict": p["verdict"],
+                   "claims": {c["id"]: c["verdict"] for c in p.get("claims", [])}}
+        for p in papers}}
+
+
 @functools.cache
 def publications() -> tuple[tuple[str, dict[str, dict[str, str]]], ...]:
-    """(commit, paper -> claim -> verdict) of every published reproduction, oldest first."""
+    """(commit, paper -> claim -> verdict) of every published reproduction, oldest first
+    (a version that cannot be read is left out)."""
     out = []
     for commit, _ in _commits(PUBLISHED):
         try:
-            data = json.loads(_git("show", f"{commit}:{PUBLISHED}"))
-        except (subprocess.CalledProcessError, json.JSONDecodeError):
+            papers = verdicts_at(commit)["papers"]
+        except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError, TypeError):
             continue
-        papers = data["papers"] if isinstance(data, dict) else data
-        out.append((commit, {p["key"]: {c["id"]: c["verdict"] for c in p.get("claims", [])}
-                             for p in papers if isinstance(p, dict) and "key" in p}))
+        out.append((commit, {key: p["claims"] for key, p in papers.items()}))
     return tuple(out)
 
 

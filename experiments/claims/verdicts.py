@@ -487,13 +487,16 @@ def check_rule(claim: Mapping) -> None:
 
 @dataclass(frozen=True)
 class PaperVerdict:
-    """A paper's badge: its word and, where some claims were not tested here, how many
-    held of how many counted claims."""
+    """A paper's badge: its word, where some claims were not tested here how many held of
+    how many counted claims, and which claims decided it (their positions in the list
+    judged: the contradicted ones that pass Holm's first step, or the tested ones that do
+    not hold; none when every claim holds)."""
 
     word: str  # holds | contradicted | partial | inconclusive | not run | not tested here
     held: int = 0
     counted: int = 0
     tested: int = 0
+    deciding: tuple[int, ...] = ()
 
     @property
     def text(self) -> str:
@@ -511,21 +514,22 @@ def paper_verdict(claims: Sequence[tuple[str, float]], alpha: float = ALPHA) -> 
     contradicted ones are not contradicted across the claims. Claims not applicable to the
     runs do not count; a claim whose metric is missing at a seed keeps the paper from
     holding."""
-    claims = [(v, p) for v, p in claims if v != NOT_APPLICABLE]
-    verdicts = [v for v, _ in claims]
+    verdicts = [v for v, _ in claims if v != NOT_APPLICABLE]
     if any(v == NOT_RUN for v in verdicts):
         return PaperVerdict(NOT_RUN)
-    tested = [(v, p) for v, p in claims if v in JUDGED]
-    held = sum(v == HOLDS for v, _ in tested)
+    tested = [(i, v, p) for i, (v, p) in enumerate(claims) if v in JUDGED]
+    held = sum(v == HOLDS for _, v, _ in tested)
     record = dict(held=held, counted=len(verdicts), tested=len(tested))
     if not tested:
         return PaperVerdict(NOT_TESTED, **record)
-    against = [p for v, p in tested if v == CONTRADICTED]
-    if against and min(against) <= alpha / len(tested):
-        return PaperVerdict(CONTRADICTED, **record)
+    against = tuple(i for i, v, p in tested
+                    if v == CONTRADICTED and p <= alpha / len(tested))
+    if against:
+        return PaperVerdict(CONTRADICTED, **record, deciding=against)
     if held == len(tested) and MISSING not in verdicts:
         return PaperVerdict(HOLDS, **record)
-    return PaperVerdict(PARTIAL if held else INCONCLUSIVE, **record)
+    return PaperVerdict(PARTIAL if held else INCONCLUSIVE, **record,
+                        deciding=tuple(i for i, v, _ in tested if v != HOLDS))
 
 
 def check_claims(key: str, claims: Sequence[Mapping], metrics: Mapping[str, float] | None = None

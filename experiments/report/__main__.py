@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from common.errors import UserError, ensure_writable
+from experiments.claims.ledger import verdicts_at
 from experiments.claims.papers import ROOT
 from experiments.report.build import (
     log_to_wandb,
@@ -24,7 +25,7 @@ from experiments.report.build import (
     replace_readme_table,
     write_report,
 )
-from experiments.report.pages import PAGES, verdicts_at
+from experiments.report.pages import PAGES
 from experiments.report.pages import main as write_pages
 from experiments.report.registration import confirmatory_record
 from experiments.runner.results import read_json

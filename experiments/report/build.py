@@ -42,7 +42,7 @@ from experiments.claims.decide import usable_number
 from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.power import MAX_SEEDS, seeds_for_power
-from experiments.claims.verdicts import ALPHA, margin_of, mean_sd
+from experiments.claims.verdicts import margin_of, mean_sd
 from experiments.report.registration import FIRST_SEED, PREREGISTRATION, status
 from experiments.runner.results import read_json
 
@@ -240,7 +240,8 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         badge_claims = [c for c in claims
                         if counted(c) and c["preregistration"] != "exploratory"]
         badge = paper_verdict([(c["verdict"], c["p_against"]) for c in badge_claims])
-        verdict, decided_by = badge.text, deciding_claims(badge, badge_claims)
+        verdict = badge.text
+        decided_by = [badge_claims[i]["id"] for i in badge.deciding]
     else:
         verdict = FAILED if failed else CORRUPT if corrupt else NOT_RUN
     seeds = [r.get("seed") for r in runs]
@@ -287,18 +288,6 @@ def runtime_text(paper: dict[str, Any]) -> str:
     if seconds is None:
         return ""
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def deciding_claims(badge, claims: list[dict[str, Any]]) -> list[str]:
-    """The claims that decided a paper's badge: the contradicted ones that pass Holm's
-    first step (contradicted), or the counted claims that do not hold (partial,
-    inconclusive); none when every claim holds."""
-    if badge.word == CONTRADICTED:
-        return [c["id"] for c in claims if c["verdict"] == CONTRADICTED
-                and c["p_against"] <= ALPHA / max(1, badge.tested)]
-    if badge.word in (PARTIAL, INCONCLUSIVE):
-        return [c["id"] for c in claims if c["verdict"] in JUDGED and c["verdict"] != HOLDS]
-    return []
 
 
 def counted(claim: dict[str, Any]) -> bool:

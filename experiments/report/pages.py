@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from typing import Any
 
@@ -48,21 +47,6 @@ def _verdicts(key: str) -> dict[str, dict]:
         return {}
     paper = next((p for p in published.get("papers", []) if p["key"] == key), None)
     return {c["id"]: c for c in (paper or {}).get("claims", [])}
-
-
-def verdicts_at(rev: str) -> dict[str, Any]:
-    """The verdicts of the reproduction published at git revision ``rev``: {"rev": the full
-    hash, "papers": {paper: {"verdict": ..., "claims": {claim id: verdict}}}}."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout
-
-    published = json.loads(git("show", f"{rev}:docs/reproduction.json"))
-    papers = published["papers"] if isinstance(published, dict) else published
-    return {"rev": git("rev-parse", rev).strip(), "papers": {
-        p["key"]: {"verdict": p["verdict"],
-                   "claims": {c["id"]: c["verdict"] for c in p.get("claims", [])}}
-        for p in papers}}
 
 
 def moved(key: str, claims: list[dict]) -> list[str]:

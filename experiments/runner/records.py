@@ -40,10 +40,20 @@ def finished_runs(root: Path) -> list[Path]:
     return out
 
 
-def _copy(source: Path, target: Path, files: list[Path]) -> None:
-    for name in files:
-        (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / name, target / name)
+def _copy_finished(source: Path, target: Path) -> int:
+    """Copy the record of every finished job under ``source`` to the same place under
+    ``target`` where that place holds no results.json (one is never overwritten); returns
+    how many were copied."""
+    copied = 0
+    for run in finished_runs(source):
+        place = target / run.relative_to(source)
+        if (place / "results.json").exists():
+            continue
+        for name in record_files(run):
+            (place / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(run / name, place / name)
+        copied += 1
+    return copied
 
 
 def save_records(runs: Path, records: Path) -> int:
@@ -53,26 +63,10 @@ def save_records(runs: Path, records: Path) -> int:
     if (runs / "timing.json").is_file():  # the rounds' wall times so far, for the README
         records.mkdir(parents=True, exist_ok=True)
         shutil.copy2(runs / "timing.json", records / "timing.json")
-    saved = 0
-    for run in finished_runs(runs):
-        target = records / run.relative_to(runs)
-        if (target / "results.json").is_file():
-            continue
-        _copy(run, target, record_files(run))
-        saved += 1
-    return saved
+    return _copy_finished(runs, records)
 
 
 def restore_records(records: Path, runs: Path) -> int:
     """Copy every record into its run folder under ``runs`` where that folder holds no
     results.json yet; returns how many were restored."""
-    if not records.is_dir():
-        return 0
-    restored = 0
-    for record in finished_runs(records):
-        target = runs / record.relative_to(records)
-        if (target / "results.json").exists():
-            continue
-        _copy(record, target, record_files(record))
-        restored += 1
-    return restored
+    return _copy_finished(records, runs) if records.is_dir() else 0
