@@ -272,6 +272,10 @@ def test_run_folder_and_determinism(tmp_path):
                 "versions", "device", "threads", "wall_time_s", "metrics"):
         assert key in results
     assert results["method"] == "turboquant" and results["device"] == "cpu"
+    # the project files the run imported: its protocol, its method, the runner; no package
+    assert {"experiments/ditherq.py", "methods/ditherq/__init__.py",
+            "experiments/runner/job.py"} <= set(results["imports"])
+    assert not [f for f in results["imports"] if f.startswith(".") or "site-packages" in f]
     assert _untimed(first) == _untimed(second)
     third = run_paper([*DITHERQ_SMOKE, "seed=1"], tmp_path / "c")
     assert _untimed(third) != _untimed(first)

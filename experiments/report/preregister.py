@@ -48,7 +48,7 @@ from experiments.report.registration import (
 
 MIN_SEEDS, MAX_SEEDS, MIN_SIGN_SEEDS = 5, 20, 6
 ALPHA = 0.05
-BUDGET_MINUTES = 120.0  # the whole confirmatory study, wall time on two cores
+BUDGET_MINUTES = 240.0  # the whole confirmatory study, wall time on two cores (480 job-minutes)
 
 
 def cost_caps(pilot: list[dict]) -> dict[str, int]:

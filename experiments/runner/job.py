@@ -53,6 +53,7 @@ from experiments.runner.results import (
     clean_metrics,
     config_hash,
     git_sha,
+    imported_project_files,
     package_versions,
     read_json,
     write_json,
@@ -422,6 +423,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
         "wall_time_s": round(wall, 3), "claims": verdicts,
         "streams": dict(sorted(ctx.streams.used.items())),
         "stage_seconds": {k: round(v, 3) for k, v in ctx.stage_seconds.items()},
+        "imports": imported_project_files(PROJECT_ROOT),
     })
     if mirror is not None:
         mirror.summary(metrics, verdicts)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -122,6 +123,22 @@ def git_sha(root: Path) -> str | None:
         return sha + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def imported_project_files(root: Path) -> list[str]:
+    """The project's source files this process has imported, relative to ``root`` (installed
+    packages aside): what a run's results depend on besides its configuration, written into
+    results.json so that a later change can be checked against exactly these files."""
+    root = root.resolve()
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        path = Path(path).resolve()
+        if path.is_relative_to(root) and not path.relative_to(root).parts[0].startswith("."):
+            files.add(path.relative_to(root).as_posix())
+    return sorted(files)
 
 
 def changed_files(since: str, until: str, key: str) -> list[str]:
