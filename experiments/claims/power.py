@@ -1,13 +1,15 @@
 """How many seeds a claim needs, from its own rule simulated at measured per-seed values.
 
 One estimator serves the preregistration's seed counts (``make preregister``) and the
-report's "a new study declaring N seeds would have 80% power": every metric the claim reads
+report's "a new study declaring N seeds would decide it with 80% probability": every metric the claim reads
 (its condition's and its measured margin's) is drawn, for n seeds, from a normal
 distribution with the mean vector and the covariance the measured seeds show; each draw is
 judged by the claim's own rule (:func:`experiments.claims.verdicts.judge`: a conjunction
 with all its parts and their correlation, an equivalence with both sides and its margin
-varying with the seed as it did); the power at n is the share of draws that hold. The
-count is the smallest n with at least :data:`POWER`, found by doubling and then bisecting
+varying with the seed as it did); the power at n is the share of draws the rule decides,
+holds or contradicted (at the measured values, in the direction they point: a claim the
+pilot points against needs seeds to be shown contradicted as much as one it supports needs
+them to be shown to hold; under a null effect neither comes, at any count). The count is the smallest n with at least :data:`POWER`, found by doubling and then bisecting
 over n (each n on its own named stream, so the answer is the same on every machine), and
 the power simulated there is recorded beside it.
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from common.streams import Streams
 from experiments.claims.decide import claim_metrics, rule_of, usable_number
-from experiments.claims.verdicts import HOLDS, judge
+from experiments.claims.verdicts import CONTRADICTED, HOLDS, judge
 
 POWER = 0.80
 REPLICATES = 400  # Monte Carlo standard error of a power near 0.8: 0.02
@@ -55,14 +57,14 @@ def _draws(values: np.ndarray, seeds: int, stream: str) -> np.ndarray:
 
 def _simulated_power(claim: Mapping, names: Sequence[str], values: np.ndarray,
                      seeds: int) -> float:
-    """P(holds) of the claim's rule at ``seeds`` seeds drawn like ``values`` (seeds x
-    metrics, in the order of ``names``)."""
+    """P(decided: holds or contradicted) of the claim's rule at ``seeds`` seeds drawn like
+    ``values`` (seeds x metrics, in the order of ``names``)."""
     stream = f"power/{claim.get('id', claim['holds_if'])}/{seeds}"
-    held = 0
+    decided = 0
     for draw in _draws(values, seeds, stream):
         runs = [dict(zip(names, map(float, row), strict=True)) for row in draw]
-        held += judge(claim, runs).verdict == HOLDS
-    return held / REPLICATES
+        decided += judge(claim, runs).verdict in (HOLDS, CONTRADICTED)
+    return decided / REPLICATES
 
 
 def _measured(claim: Mapping, runs: Sequence[Mapping[str, float]]
@@ -84,8 +86,9 @@ def power_at(claim: Mapping, runs: Sequence[Mapping[str, float]], seeds: int) ->
 
 def seeds_for_power(claim: Mapping, runs: Sequence[Mapping[str, float]],
                     limit: int = MAX_SEEDS, target: float = POWER) -> Sizing:
-    """The smallest seed count in [2, ``limit``] at which the claim's rule holds with
-    probability ``target``, simulated at the per-seed metrics of ``runs``."""
+    """The smallest seed count in [2, ``limit``] at which the claim's rule decides (holds
+    or contradicted) with probability ``target``, simulated at the per-seed metrics of
+    ``runs``."""
     rule = rule_of(claim)
     if claim.get("holds_if") is None or rule in ("exact", "exists"):
         return Sizing(None, None, f"{rule}: a count of seeds, not sized by power")

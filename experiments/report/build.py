@@ -311,10 +311,10 @@ def claims_tally(paper: dict[str, Any]) -> str:
 def needs_text(sizing: dict[str, Any]) -> str:
     """What an inconclusive interval's sizing means for a new, declared study."""
     if sizing["seeds"] is not None:
-        return (f"a new study declaring {sizing['seeds']} seeds would have "
-                f"{sizing['power']:.0%} power at these values")
+        return (f"a new study declaring {sizing['seeds']} seeds would decide it with "
+                f"{sizing['power']:.0%} probability at these values")
     if sizing["power"] is not None and sizing["power"] > 0:
-        return f"more than {MAX_SEEDS} seeds for 80% power at these values"
+        return f"more than {MAX_SEEDS} seeds to decide it with 80% probability at these values"
     return sizing["why"]
 
 

@@ -8,10 +8,12 @@ The pilot is a full ``make reproduce`` at the development seeds (the seeds every
 used); it is kept in ``docs/pilot.json`` and never pooled with the confirmatory seeds. From
 it, every paper gets its confirmatory seed count by a power analysis that simulates each
 counted claim's own rule at the pilot's per-seed values (experiments/claims/power.py: a
-conjunction with all its parts, an equivalence with both sides): the smallest count with
-:data:`POWER`; the paper takes the largest of these within [:data:`MIN_SEEDS`, its cap], and
-records, per claim, the power simulated at the count it gets and where the cap overrules
-the count it needs. The cap is :data:`MAX_SEEDS`, lowered by the default's cost so the whole
+conjunction with all its parts, an equivalence with both sides): the smallest count that
+decides the claim (holds or contradicted) with :data:`POWER`; the paper takes the largest
+of these within [:data:`MIN_SEEDS`, its cap] (a claim that needs more than the cap takes
+the cap), and records, per claim, the power simulated at the count it gets and where the
+cap overrules the count it needs. A claim no count up to 100 decides (a null effect) does
+not raise its paper's count. The cap is :data:`MAX_SEEDS`, lowered by the default's cost so the whole
 study stays within :data:`BUDGET_MINUTES` of wall time on two cores; where even
 :data:`MIN_SEEDS` a paper costs more than the budget, the record says so. A rule that cannot
 decide at the declared count (a sign test with fewer than :data:`MIN_SIGN_SEEDS` seeds) is
@@ -92,8 +94,8 @@ def plan(pilot: list[dict]) -> dict[str, dict[str, Any]]:
             runs[judged["id"]] = pilot_runs(judged)
             sizing = seeds_for_power(claim, runs[judged["id"]])
             sized[judged["id"]] = (claim, sizing)
-            if sizing.seeds is not None and sizing.seeds <= cap:
-                wanted = max(wanted, sizing.seeds)
+            if sizing.seeds is not None:  # beyond the cap: the cap, its power recorded
+                wanted = max(wanted, min(sizing.seeds, cap))
             if claim.get("test") == "sign":
                 if cap < MIN_SIGN_SEEDS:
                     raise ValueError(f"{key}.{judged['id']}: a sign test cannot decide below "
