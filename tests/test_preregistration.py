@@ -37,8 +37,9 @@ def _runs(**values) -> list[dict[str, float]]:
 
 def _independent_power(claim: dict, runs: list[dict], seeds: int, replicates: int = 2000
                        ) -> float:
-    """P(decided: holds or contradicted) at ``seeds`` seeds drawn by numpy's multivariate normal at the runs' mean and
-    covariance, on a stream of its own: the check of a recorded power."""
+    """P(decided: holds or contradicted) at ``seeds`` seeds drawn by numpy's multivariate
+    normal at the runs' mean and covariance, on a stream of its own: the check of a recorded
+    power."""
     import numpy as np
 
     from experiments.claims.verdicts import judge
@@ -239,9 +240,14 @@ def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
     monkeypatch.setattr(build, "PREREGISTRATION", record)
     text = build.study_text(declared)
     assert "12 jobs" in text and "abcdef0" in text and "not published yet" in text
-    confirmatory = {"papers": [{"key": "tps", "study": "confirmatory"}],
-                    "preregistration": {"commit": "abcdef0123"}}
-    assert "**confirmatory study**" in build.study_text(confirmatory)
+    confirmatory = {"papers": [{"key": "tps", "study": "confirmatory", "claims": [
+        {"preregistration": "preregistered"}, {"preregistration": "exploratory"}]}],
+                    "preregistration": {"commit": "abcdef0123", "first_seed": 20000},
+                    "records": "docs/studies/confirmatory"}
+    text = build.study_text(confirmatory)
+    assert "**confirmatory study**" in text and "from 20000" in text and "abcdef0" in text
+    assert "1 of 2 claims are as preregistered; 1 changed after it" in text
+    assert "records committed in docs/studies/confirmatory" in text
 
 
 def test_the_pilot_is_summarized_as_before_any_record(monkeypatch):
@@ -280,3 +286,35 @@ def test_the_pilot_alone_is_judged_again_without_a_preregistration(monkeypatch, 
     assert [p["key"] for p in papers] == ["tps"] and papers[0]["seeds"] == [0, 1]
     assert all("values" in c for c in papers[0]["claims"])  # what the sizing reads
     assert not record.exists()
+
+
+def test_a_confirmatory_record_is_evidence_only_from_the_frozen_code(monkeypatch):
+    """The preregistered commit, or a later one whose changes touch none of the files the
+    run imported; a dirty tree, a change to an imported file, or a later record that does
+    not list its imports is refused in one line naming the job."""
+    from experiments.report import build, registration
+
+    frozen = "a" * 40
+    changes = {("a" * 40, "b" * 40): ("docs/notes.md", "experiments/report/build.py"),
+               ("a" * 40, "c" * 40): ("methods/tps/scores.py", "README.md")}
+    monkeypatch.setattr(registration, "_changed_between", lambda a, b: changes.get((a, b)))
+    registered = {"commit": frozen, "first_seed": FIRST_SEED}
+    run = {"paper": "tps", "seed": FIRST_SEED, "folder": "records/tps/seed20000",
+           "imports": ["experiments/tps.py", "methods/tps/scores.py"]}
+    refusal = registration.frozen_code_refusal
+    assert refusal({**run, "git_sha": frozen}, registered) is None
+    assert refusal({**run, "git_sha": "b" * 40}, registered) is None  # docs and the report
+    touched = refusal({**run, "git_sha": "c" * 40}, registered)
+    assert touched.startswith("tps seed 20000 (records/tps/seed20000)")
+    assert "methods/tps/scores.py" in touched and "README" not in touched
+    assert "uncommitted" in refusal({**run, "git_sha": frozen + "-dirty"}, registered)
+    unlisted = {k: v for k, v in run.items() if k != "imports"}
+    assert "does not list" in refusal({**unlisted, "git_sha": "b" * 40}, registered)
+    assert "shallow" in refusal({**run, "git_sha": "d" * 40}, registered)
+    # the report counts the evidence and names the refused; development seeds are not frozen
+    monkeypatch.setattr(build, "_registered", lambda: registered)
+    runs = [{**run, "git_sha": frozen}, {**run, "seed": FIRST_SEED + 1, "git_sha": "c" * 40},
+            {**run, "seed": 3, "git_sha": frozen + "-dirty"}]
+    kept, refused = build._frozen_code_runs(runs)
+    assert [r["seed"] for r in kept] == [FIRST_SEED, 3]
+    assert len(refused) == 1 and refused[0].startswith(f"tps seed {FIRST_SEED + 1} ")

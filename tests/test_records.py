@@ -7,7 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.runner.records import finished_runs, restore_records, save_records
+from experiments.runner.records import (
+    finished_runs,
+    restore_records,
+    save_records,
+    study_timing,
+)
 
 
 def _run(folder: Path, seed: int, finished: bool = True) -> Path:
@@ -28,10 +33,9 @@ def test_a_record_holds_the_results_tables_and_config_only(tmp_path):
     runs, records = tmp_path / "runs", tmp_path / "records"
     _run(runs, 0)
     _run(runs, 1, finished=False)  # no metrics: not a finished job
-    (runs / "timing.json").write_text('{"runs": []}')
     assert save_records(runs, records) == 1
     saved = sorted(str(p.relative_to(records)) for p in records.rglob("*") if p.is_file())
-    assert saved == ["timing.json", "tps/seed0/config_resolved.yaml", "tps/seed0/metrics.json",
+    assert saved == ["tps/seed0/config_resolved.yaml", "tps/seed0/metrics.json",
                      "tps/seed0/results.json", "tps/seed0/tables/leaderboard.csv"]
     # a record is evidence: saving again never overwrites it
     (runs / "tps" / "seed0" / "metrics.json").write_text('{"a": 99}')
@@ -48,3 +52,16 @@ def test_restoring_fills_only_folders_without_results(tmp_path):
     assert [p.name for p in finished_runs(fresh)] == ["seed0", "seed2"]
     assert restore_records(records, fresh) == 0  # already there
     assert restore_records(tmp_path / "none", fresh) == 0
+
+
+def test_a_studys_time_is_read_from_its_records(tmp_path):
+    """Job-minutes are the jobs' times summed; the wall time is the union of their
+    intervals, so overlapping jobs count once and the pause between two rounds not at all."""
+    for seed, (start, seconds) in enumerate([("00:00:00", 60), ("00:00:30", 60),
+                                             ("05:00:00", 120)]):
+        run = _run(tmp_path, seed)
+        result = json.loads((run / "results.json").read_text())
+        result.update(started_at=f"2026-12-06T{start}+00:00", wall_time_s=seconds)
+        (run / "results.json").write_text(json.dumps(result))
+    timing = study_timing(tmp_path)
+    assert timing == {"jobs": 3, "wall_min": 3.5, "job_minutes": {"tps": 4.0}}

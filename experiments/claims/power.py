@@ -1,17 +1,18 @@
 """How many seeds a claim needs, from its own rule simulated at measured per-seed values.
 
 One estimator serves the preregistration's seed counts (``make preregister``) and the
-report's "a new study declaring N seeds would decide it with 80% probability": every metric the claim reads
-(its condition's and its measured margin's) is drawn, for n seeds, from a normal
-distribution with the mean vector and the covariance the measured seeds show; each draw is
-judged by the claim's own rule (:func:`experiments.claims.verdicts.judge`: a conjunction
-with all its parts and their correlation, an equivalence with both sides and its margin
-varying with the seed as it did); the power at n is the share of draws the rule decides,
-holds or contradicted (at the measured values, in the direction they point: a claim the
-pilot points against needs seeds to be shown contradicted as much as one it supports needs
-them to be shown to hold; under a null effect neither comes, at any count). The count is the smallest n with at least :data:`POWER`, found by doubling and then bisecting
-over n (each n on its own named stream, so the answer is the same on every machine), and
-the power simulated there is recorded beside it.
+report's "a new study declaring N seeds would decide it with 80% probability": every metric
+the claim reads (its condition's and its measured margin's) is drawn, for n seeds, from a
+normal distribution with the mean vector and the covariance the measured seeds show; each
+draw is judged by the claim's own rule (:func:`experiments.claims.verdicts.judge`: a
+conjunction with all its parts and their correlation, an equivalence with both sides and
+its margin varying with the seed as it did); the power at n is the share of draws the rule
+decides, holds or contradicted (at the measured values, in the direction they point: a
+claim the pilot points against needs seeds to be shown contradicted as much as one it
+supports needs them to be shown to hold; under a null effect neither comes, at any count).
+The count is the smallest n with at least :data:`POWER`, found by doubling and then
+bisecting over n (each n on its own named stream, so the answer is the same on every
+machine), and the power simulated there is recorded beside it.
 
 Counted rules (``exact``, ``exists``) are not sized: their verdict is a count of seeds.
 """

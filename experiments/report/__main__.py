@@ -28,6 +28,7 @@ from experiments.report.build import (
 from experiments.report.pages import PAGES
 from experiments.report.pages import main as write_pages
 from experiments.report.registration import confirmatory_record
+from experiments.runner.records import study_timing
 from experiments.runner.results import read_json
 
 
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         for twin in p["duplicates"]:
             print(f"duplicate: {p['key']} seed {twin['seed']} in {twin['folder']} (counted "
                   f"once, from {twin['counted']})")
+    for p in papers:
+        for why in p["refused"]:
+            print(f"refused, not the preregistered code: {why}")
     corrupt = unplaced + [c for p in papers for c in p["corrupt"]]
     for c in corrupt:
         print(f"corrupt: {c['file']}, {c['error']}")
@@ -123,7 +127,7 @@ def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> 
         raise UserError(f"{runs} holds {now} finished default runs, the published "
                         f"reproduction {then}: nothing published (make readme "
                         "ALLOW_FEWER=1 publishes it anyway)")
-    timing, _ = read_json(runs / "timing.json")
+    timing = study_timing(runs)
     since = verdicts_at(since_rev) if since_rev else earlier.get("since")
     published = {"papers": papers_summary, "timing": timing, "since": since,
                  "records": committed_records(runs)}

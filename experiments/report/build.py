@@ -43,7 +43,12 @@ from experiments.claims.metrics import headline as headline_metrics
 from experiments.claims.papers import ROOT
 from experiments.claims.power import MAX_SEEDS, seeds_for_power
 from experiments.claims.verdicts import margin_of, mean_sd
-from experiments.report.registration import FIRST_SEED, PREREGISTRATION, status
+from experiments.report.registration import (
+    FIRST_SEED,
+    PREREGISTRATION,
+    frozen_code_refusal,
+    status,
+)
 from experiments.runner.results import read_json
 
 PAPER_NOTES = ROOT / "docs" / "papers"
@@ -164,6 +169,24 @@ def before_preregistration():
         _registered = kept
 
 
+def _frozen_code_runs(runs: list[dict]) -> tuple[list[dict], list[str]]:
+    """The runs that are evidence, and one line per confirmatory run (a seed of the
+    preregistered study) whose record is not from the frozen code
+    (:func:`experiments.report.registration.frozen_code_refusal`)."""
+    registered = _registered()
+    if not registered:
+        return runs, []
+    kept, refused = [], []
+    for run in runs:
+        why = (frozen_code_refusal(run, registered)
+               if run.get("seed", -1) >= registered["first_seed"] else None)
+        if why:
+            refused.append(why)
+        else:
+            kept.append(run)
+    return kept, refused
+
+
 def preregistration_status(key: str, claim: dict[str, Any]) -> str:
     """The claim against docs/preregistration.json: preregistered, exploratory (changed
     after it) or not preregistered."""
@@ -192,7 +215,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
     """One paper's verdicts, effects, headline number and runtime over the seeds in
     ``entry``."""
     info = paper_info(key)
-    runs = (entry or {}).get("runs", [])
+    runs, refused = _frozen_code_runs((entry or {}).get("runs", []))
     failed = (entry or {}).get("failed", [])
     corrupt = (entry or {}).get("corrupt", [])
     metrics = [r["metrics"] for r in runs]
@@ -254,7 +277,7 @@ def summarize(key: str, entry: dict[str, list] | None) -> dict[str, Any]:
         "seeds": seeds, "declared_seeds": info.get("seeds"),
         "failed": [{"seed": f["seed"], "error": f.get("error", ""), "folder": f["folder"]}
                    for f in failed],
-        "corrupt": corrupt,
+        "corrupt": corrupt, "refused": refused,
         "duplicates": (entry or {}).get("duplicates", []),
         "headline": headline,
         "runtime_s": (mean_sd(times)[0] if (times := [r["wall_time_s"] for r in runs
@@ -375,6 +398,7 @@ def report_markdown(papers: list[dict[str, Any]], source: str,
             lines.append(f"- failed run (seed {f['seed']}): {f['error']} ({f['folder']})")
         for c in p["corrupt"]:
             lines.append(f"- corrupt: {c['file']}, {c['error']}")
+        lines += [f"- refused, not the preregistered code: {why}" for why in p["refused"]]
         for c in p["claims"]:
             kind = "sanity check " if c["sanity"] else "ablation " if c["ablation"] else ""
             lines.append(f"- {kind}**{c['id']}** ({claim_effect_text(c, c['setting'])}; "
@@ -552,6 +576,8 @@ def report_html(papers: list[dict[str, Any]], source: str, effects: Path | None 
                            for f in p["failed"])
         problems += "".join(f"<li>{_badge(CORRUPT)} {e(c['file'])}: {e(c['error'])}</li>"
                             for c in p["corrupt"])
+        problems += "".join(f"<li>refused, not the preregistered code: {e(why)}</li>"
+                            for why in p["refused"])
         recon = "".join(f"<li>{e(n[2:])}</li>" for n in recon_notes(p["key"]))
         versions = ", ".join(f"{k} {v}" for k, v in sorted(p["versions"].items())[:12])
         sections.append(
@@ -696,17 +722,16 @@ def readme_claims(paper: dict[str, Any]) -> str:
 
 
 def timing_text(timing: dict[str, Any] | None) -> str:
-    """The reproduction's wall time and the papers' job-minutes, as ``make reproduce``
-    measured them (its timing.json)."""
-    if not timing or not timing.get("runs"):
+    """The study's job-minutes and wall time, from its records
+    (:func:`experiments.runner.records.study_timing`)."""
+    if not timing or not timing.get("jobs"):
         return "No timing was recorded with this reproduction."
-    wall = sum(r["wall_min"] for r in timing["runs"])
-    minutes = timing.get("job_minutes") or {}
+    minutes = timing["job_minutes"]
     top = ", ".join(f"{k} {v:.1f}" for k, v in list(minutes.items())[:5])
-    return (f"The reproduction took {wall:.1f} min of wall time on 2 cores "
-            f"({len(timing['runs'])} `make reproduce` command"
-            f"{'s' if len(timing['runs']) > 1 else ''}) and {sum(minutes.values()):.0f} "
-            f"job-minutes; the longest papers, in job-minutes: {top}.")
+    return (f"Its {timing['jobs']} jobs took {sum(minutes.values()):.0f} job-minutes and "
+            f"{timing['wall_min']:.1f} min of wall time on 2 cores (the minutes some job was "
+            "running, from the records' start times and durations, summed over its rounds); "
+            f"the longest papers, in job-minutes: {top}.")
 
 
 def readme_table(published: dict[str, Any]) -> str:
@@ -750,13 +775,19 @@ def study_text(published: dict[str, Any]) -> str:
     preregistration at its commit), or the quick study at the declared seeds."""
     studies = {p.get("study", "declared") for p in published["papers"]}
     if studies == {"confirmatory"}:
-        commit = (published.get("preregistration") or {}).get("commit", "")[:7]
+        registered = published.get("preregistration") or {}
+        statuses = [c.get("preregistration") for p in published["papers"] for c in p["claims"]]
+        records = published.get("records")
         return ("This table is the **confirmatory study**: every paper on fresh seeds (from "
-                f"10000), its claims and seed counts frozen in docs/preregistration.json at "
-                f"{commit} before those runs (`make reproduce STUDY=confirmatory`); the pilot "
-                "column is the study at the development seeds the counts came from "
-                "(docs/pilot.json). A claim changed after the preregistration is marked "
-                "exploratory and not counted.")
+                f"{registered.get('first_seed', FIRST_SEED)}), its claims and seed counts "
+                f"frozen in docs/preregistration.json at {registered.get('commit', '')[:7]} "
+                "before those runs (`make reproduce STUDY=confirmatory`)"
+                + (f", judged from the records committed in {records}" if records else "")
+                + "; the pilot column is the study at the development seeds the counts came "
+                f"from (docs/pilot.json). {statuses.count('preregistered')} of "
+                f"{len(statuses)} claims are as preregistered; "
+                f"{statuses.count('exploratory')} changed after it are marked exploratory "
+                "and not counted.")
     text = ("This table is the study at each paper's declared seeds from 0 (`make "
             "reproduce`), the development seeds.")
     if PREREGISTRATION.is_file():

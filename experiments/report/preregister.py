@@ -13,11 +13,11 @@ decides the claim (holds or contradicted) with :data:`POWER`; the paper takes th
 of these within [:data:`MIN_SEEDS`, its cap] (a claim that needs more than the cap takes
 the cap), and records, per claim, the power simulated at the count it gets and where the
 cap overrules the count it needs. A claim no count up to 100 decides (a null effect) does
-not raise its paper's count. The cap is :data:`MAX_SEEDS`, lowered by the default's cost so the whole
-study stays within :data:`BUDGET_MINUTES` of wall time on two cores; where even
-:data:`MIN_SEEDS` a paper costs more than the budget, the record says so. A rule that cannot
-decide at the declared count (a sign test with fewer than :data:`MIN_SIGN_SEEDS` seeds) is
-refused.
+not raise its paper's count. The cap is :data:`MAX_SEEDS`, lowered by the default's cost so
+the whole study stays within :data:`BUDGET_MINUTES` of wall time on two cores; where even
+:data:`MIN_SEEDS` a paper costs more than the budget, the record says so. A rule that
+cannot decide at the declared count (a sign test with fewer than :data:`MIN_SIGN_SEEDS`
+seeds) is refused.
 
 The confirmatory seeds start at :data:`FIRST_SEED`, disjoint from every seed a development
 run, test or sweep used (0-999). Each claim is frozen as a hash of its definition (its

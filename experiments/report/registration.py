@@ -12,6 +12,7 @@ import os
 import subprocess
 from typing import Any
 
+from common.errors import UserError
 from experiments.claims.ledger import definition
 from experiments.claims.papers import ROOT
 from experiments.runner.results import changed_files
@@ -82,6 +83,41 @@ def status(key: str, claim: dict, registered: dict | None) -> str:
     return "preregistered"
 
 
+def frozen_code_refusal(run: dict, registered: dict) -> str | None:
+    """Why a confirmatory job's record is not evidence for the preregistered code, in one
+    line naming the job; None when it is. Its commit must be the preregistered one, or a
+    later one whose changes since touch none of the files its run imported (results.json
+    ``imports``); a tree with uncommitted changes is refused whatever they touched."""
+    sha, frozen = str(run.get("git_sha") or ""), registered["commit"]
+    job = f"{run.get('paper')} seed {run.get('seed')} ({run.get('folder')})"
+    if not sha or sha == "None":
+        return f"{job}: its record names no commit"
+    if sha.endswith("-dirty"):
+        return f"{job}: made at {sha[:7]} with uncommitted changes"
+    if sha == frozen:
+        return None
+    if not isinstance(run.get("imports"), list):
+        return (f"{job}: made at {sha[:7]}, not the preregistered {frozen[:7]}, and its "
+                "record does not list the files its run imported")
+    changed = _changed_between(frozen, sha)
+    if changed is None:
+        return (f"{job}: made at {sha[:7]}, which git cannot compare with the preregistered "
+                f"{frozen[:7]} here (a shallow clone: git fetch --unshallow)")
+    touched = sorted(set(changed) & set(run["imports"]))
+    if touched:
+        return (f"{job}: made at {sha[:7]}, whose changes since the preregistered "
+                f"{frozen[:7]} touch files its run imports: {', '.join(touched[:3])}"
+                + (f" and {len(touched) - 3} more" if len(touched) > 3 else ""))
+    return None
+
+
+@functools.cache
+def _changed_between(since: str, until: str) -> tuple[str, ...] | None:
+    done = subprocess.run(["git", "diff", "--name-only", since, until], cwd=ROOT,
+                          capture_output=True, text=True)
+    return tuple(done.stdout.split()) if done.returncode == 0 else None
+
+
 def confirmatory_seeds(registered: dict) -> dict[str, list[int]]:
     """Per paper, the seeds the preregistration declares."""
     return {key: list(range(p["seed_range"][0], p["seed_range"][1] + 1))
@@ -91,20 +127,21 @@ def confirmatory_seeds(registered: dict) -> dict[str, list[int]]:
 def confirmatory_record(papers: list[dict]) -> dict[str, Any]:
     """What publishing the confirmatory study adds to docs/reproduction.json: the
     preregistration it follows, the pilot beside it, and per paper the files changed between
-    the preregistration and its runs. ``ValueError`` when a paper's seeds are not the ones
-    the preregistration declares."""
+    the preregistration and its runs. ``UserError`` when a paper's seeds are not the ones
+    the preregistration declares (a refused record leaves its seed out)."""
     registered = json.loads(PREREGISTRATION.read_text())
     declared = confirmatory_seeds(registered)
     for paper in papers:
         if sorted(paper["seeds"]) != declared.get(paper["key"]):
-            raise ValueError(f"{paper['key']}: seeds {paper['seeds']} are not the "
-                             f"preregistered {declared.get(paper['key'])}")
+            raise UserError(f"{paper['key']}: seeds {paper['seeds']} are not the "
+                            f"preregistered {declared.get(paper['key'])}")
     pilot = json.loads(PILOT.read_text())["papers"] if PILOT.is_file() else []
     changes = {p["key"]: sorted({f for sha in p["git_sha"]
                                  for f in changed_files(registered["commit"], sha, p["key"])})
                for p in papers}
     return {"preregistration": {"commit": registered["commit"],
-                                "created": registered["created"]},
+                                "created": registered["created"],
+                                "first_seed": registered["first_seed"]},
             "pilot": [{k: p[k] for k in ("key", "verdict", "seeds")} for p in pilot],
             "changes_since_preregistration": changes}
 

@@ -13,6 +13,7 @@ judges the records alone.
 from __future__ import annotations
 
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 from experiments.runner.results import read_json
@@ -57,13 +58,35 @@ def _copy_finished(source: Path, target: Path) -> int:
 
 
 def save_records(runs: Path, records: Path) -> int:
-    """Copy the record of every finished job under ``runs`` that ``records`` lacks, and the
-    rounds' timing.json; returns how many records were saved (a record already there is
-    never overwritten: it is the evidence)."""
-    if (runs / "timing.json").is_file():  # the rounds' wall times so far, for the README
-        records.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(runs / "timing.json", records / "timing.json")
+    """Copy the record of every finished job under ``runs`` that ``records`` lacks; returns
+    how many were saved (a record already there is never overwritten: it is the
+    evidence)."""
     return _copy_finished(runs, records)
+
+
+def study_timing(records: Path) -> dict:
+    """A study's time from its records alone, however many commands and interruptions it
+    took: per paper its job-minutes (the jobs' ``wall_time_s`` summed) and ``wall_min``, the
+    minutes during which some job was running (the union of the jobs' intervals from
+    ``started_at``: the rounds' wall times summed, without the pauses between them). Both
+    count each job's protocol, its start-up (imports, configuration) aside."""
+    spans, minutes = [], {}
+    for run in finished_runs(records):
+        result, _ = read_json(run / "results.json")
+        seconds, started = result.get("wall_time_s"), result.get("started_at")
+        if not isinstance(seconds, (int, float)) or not started:
+            continue
+        start = datetime.fromisoformat(started).timestamp()
+        spans.append((start, start + seconds))
+        paper = result.get("paper", "?")
+        minutes[paper] = minutes.get(paper, 0.0) + seconds / 60
+    wall, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        wall += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return {"jobs": len(spans), "wall_min": round(wall / 60, 2),
+            "job_minutes": {k: round(v, 2) for k, v in sorted(minutes.items(),
+                                                              key=lambda kv: -kv[1])}}
 
 
 def restore_records(records: Path, runs: Path) -> int:
