@@ -12,7 +12,6 @@ from methods.directsynth.evaluation import (
     reference_plan_length,
 )
 from methods.directsynth.hostile import HOSTILE, run_hostile_suite
-from methods.directsynth.isolation import check_sandbox
 from methods.directsynth.potential import PotentialProposer
 from methods.directsynth.proposers import (
     GOAL_COUNT,
@@ -23,7 +22,7 @@ from methods.directsynth.proposers import (
     http_generator,
     transformers_generator,
 )
-from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
+from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic, check_sandbox
 from methods.directsynth.search import (
     Counterexample,
     check_direct,

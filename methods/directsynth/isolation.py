@@ -43,7 +43,7 @@ inside bubblewrap with:
   pages off (``PR_SET_THP_DISABLE``), so no page it touches can pin more than it maps.
 
 The filters are measured with this machine's C library and interpreter; another one may
-make a call the lists lack. :func:`check_sandbox` therefore loads one program in a worker
+make a call the lists lack. ``sandbox.check_sandbox`` therefore loads one program in a worker
 before any work and refuses in one line when the worker does not start.
 
 What the layers do not hold: CPU time between requests is the caller's to bound (each
@@ -158,35 +158,6 @@ class Launch:
         for step in self.cleanup:
             step()
         self.cleanup.clear()
-
-
-def check_sandbox(sandbox: str) -> None:
-    """Refuse (UserError, one line) when ``sandbox`` is unknown or cannot run here; warn
-    for ``unsafe_process``. For ``bwrap``, one program is loaded in a worker first, so an
-    allowlist that refuses a call this machine's interpreter or C library needs fails here,
-    before any work."""
-    if sandbox == "unsafe_process":
-        log.warning("method.sandbox=unsafe_process: generated programs run without an "
-                    "operating-system boundary (only for trusted programs)")
-    elif sandbox == "bwrap":
-        bwrap_available()
-        _probe_worker()
-    else:
-        raise UserError(f"unknown method.sandbox '{sandbox}' ({', '.join(SANDBOXES)})")
-
-
-@functools.cache
-def _probe_worker() -> None:
-    from methods.directsynth.sandbox import ProgramError, SandboxedHeuristic
-
-    try:
-        SandboxedHeuristic("def heuristic(state, task):\n    return 0\n", timeout=30.0).close()
-    except ProgramError as err:
-        raise UserError(f"the heuristic sandbox's worker does not start on this machine ({err});"
-                        " its system-call allowlist may lack a call this Python or C library "
-                        "makes: `python -m methods.directsynth.syscall_trace` shows them "
-                        "(isolation.py), or set method.sandbox=unsafe_process to run trusted "
-                        "programs without isolation") from None
 
 
 def worker_launch(worker_args: list[str], sandbox: str, scratch: str) -> Launch:

@@ -19,7 +19,9 @@ confirm`), differ: :class:`Nondeterministic`.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import os
 import secrets
@@ -29,13 +31,16 @@ import subprocess
 import tempfile
 import time
 
+from common.errors import UserError
 from methods.directsynth.features import task_spec
-from methods.directsynth.isolation import worker_launch
+from methods.directsynth.isolation import SANDBOXES, bwrap_available, worker_launch
 from methods.directsynth.strips import Task, bits
 
 # the supervisor's reply: a batch's values (at most MAX_BATCH) or a message, and the id
 MAX_BATCH = 10_000
 MAX_REPLY_BYTES = 2**20
+
+log = logging.getLogger(__name__)
 
 
 class ProgramError(Exception):
@@ -250,3 +255,30 @@ class SandboxedHeuristic:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def check_sandbox(sandbox: str) -> None:
+    """Refuse (UserError, one line) when ``sandbox`` is unknown or cannot run here; warn
+    for ``unsafe_process``. For ``bwrap``, one program is loaded in a worker first, so an
+    allowlist that refuses a call this machine's interpreter or C library needs fails here,
+    before any work."""
+    if sandbox == "unsafe_process":
+        log.warning("method.sandbox=unsafe_process: generated programs run without an "
+                    "operating-system boundary (only for trusted programs)")
+    elif sandbox == "bwrap":
+        bwrap_available()
+        _probe_worker()
+    else:
+        raise UserError(f"unknown method.sandbox '{sandbox}' ({', '.join(SANDBOXES)})")
+
+
+@functools.cache
+def _probe_worker() -> None:
+    try:
+        SandboxedHeuristic("def heuristic(state, task):\n    return 0\n", timeout=30.0).close()
+    except ProgramError as err:
+        raise UserError(f"the heuristic sandbox's worker does not start on this machine ({err});"
+                        " its system-call allowlist may lack a call this Python or C library "
+                        "makes: `python -m methods.directsynth.syscall_trace` shows them "
+                        "(isolation.py), or set method.sandbox=unsafe_process to run trusted "
+                        "programs without isolation") from None
