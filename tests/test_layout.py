@@ -197,3 +197,44 @@ def test_paper_uses_declares_the_shared_groups_its_code_reads():
             assert "models.trainer" in _project_imports(f"experiments.{key}"), key
         assert ("trainer" in uses) == ("ctx.compute" in source), key
         assert ("model" in uses) == ("cfg.model" in source), key
+
+
+# distribution name -> the module a run imports; plugins and back ends a library loads itself
+MODULE_OF = {"hydra-core": "hydra", "scikit-learn": "sklearn", "dp-accounting": "dp_accounting",
+             "biopython": "Bio", "pot": "ot", "prv-accountant": "prv_accountant"}
+LOADED_BY_A_LIBRARY = {"hydra-joblib-launcher", "hydra-submitit-launcher",  # Hydra plugins
+                       "accelerate", "gguf"}  # transformers: device placement, GGUF weights
+
+
+def _declared(extra: str | None) -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = project["dependencies"] if extra is None else \
+        project["optional-dependencies"][extra]
+    return [re.split(r"[<>=\[ ]", n)[0] for n in names if not n.startswith("paperlab")]
+
+
+def _imported_by(folders: list[str], name: str) -> bool:
+    module = MODULE_OF.get(name, name.replace("-", "_"))
+    pattern = re.compile(rf"^\s*(import|from) {re.escape(module)}\b|importorskip\(\"{module}",
+                         re.M)
+    return any(pattern.search(p.read_text()) for folder in folders
+               for p in (ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("extra", [None, "llm", "numerical", "vision", "neuro", "bio",
+                                   "planning"])
+def test_every_installed_dependency_is_used_by_the_project(extra):
+    """A user's install holds what runs import (or a library they use loads), nothing else."""
+    code = ["common", "data", "models", "methods", "experiments"]
+    unused = [n for n in _declared(extra)
+              if n not in LOADED_BY_A_LIBRARY and not _imported_by(code, n)]
+    assert unused == [], f"declared in {extra or 'dependencies'} but never imported"
+
+
+def test_the_test_extra_holds_what_only_tests_compare_with():
+    code = ["common", "data", "models", "methods", "experiments"]
+    for name in _declared("test"):
+        assert _imported_by(["tests"], name), name
+        assert not _imported_by(code, name), f"{name} is used by the project: not a test extra"

@@ -37,6 +37,7 @@ from typing import Any
 
 from experiments.claims.papers import ROOT, all_papers, paper_info
 from experiments.claims.power import POWER, power_at, seeds_for_power
+from experiments.claims.verdicts import ALPHA
 from experiments.report.registration import (
     FIRST_SEED,
     PILOT,
@@ -49,7 +50,6 @@ from experiments.report.registration import (
 )
 
 MIN_SEEDS, MAX_SEEDS, MIN_SIGN_SEEDS = 5, 20, 6
-ALPHA = 0.05
 BUDGET_MINUTES = 240.0  # the whole confirmatory study, wall time on two cores (480 job-minutes)
 
 

@@ -59,9 +59,6 @@ class Task:
     def facts(self, state: int) -> frozenset[Atom]:
         return frozenset(self.atoms[i] for i in bits(state))
 
-    def state_of(self, facts) -> int:
-        return sum(1 << self.index[tuple(f)] for f in facts)
-
     def successors(self, state: int) -> list[tuple[Operator, int]]:
         """Applicable operators and their successor states (operators without positive
         preconditions are looked up once; the others through one of their preconditions)."""

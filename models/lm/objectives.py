@@ -132,10 +132,3 @@ def geometric_consensus(teacher_logits: list[torch.Tensor], weights: list[float]
     total = sum((w / total_weight) * torch.log_softmax(z.float(), dim=-1)
                 for w, z in zip(weights, teacher_logits, strict=True))
     return torch.log_softmax(total, dim=-1)
-
-
-def sft_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Next-token cross-entropy with ``labels`` aligned to ``logits`` (-100 = not scored:
-    prompt tokens and padding)."""
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                             labels.reshape(-1), ignore_index=-100)

@@ -196,13 +196,3 @@ def post_train(module: _OnPolicyModule, steps: int, compute: Compute | None = No
         trainer.fit(module, loader)
     module.policy.eval()
     return module
-
-
-def apply_lora(model, rank: int = 8, alpha: int = 16, target_modules: Sequence[str] = (
-        "q_proj", "k_proj", "v_proj", "o_proj"), dropout: float = 0.0):
-    """Wrap ``model`` with LoRA adapters (peft); only the adapters train."""
-    from peft import LoraConfig, get_peft_model
-
-    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
-                                            target_modules=list(target_modules),
-                                            task_type="CAUSAL_LM"))
