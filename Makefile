@@ -107,7 +107,7 @@ sweep: install  ## a named sweep: make sweep PAPER=ditherq SWEEP=bits (no SWEEP:
 	@if [ ! -f conf/paper/$(PAPER).yaml ]; then echo "error: unknown paper '$(PAPER)'; known:" \
 		$$(ls conf/paper | sed 's/.yaml$$//'); exit 1; fi
 	@if [ -z "$(SWEEP)" ]; then echo "sweeps of $(PAPER) (make sweep PAPER=$(PAPER) SWEEP=<name>):"; \
-		ls conf/papers/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
+		ls conf/paper/$(PAPER)/sweep 2>/dev/null | sed 's/.yaml$$//; s/^/  /'; \
 	else $(PY) run.py -m +paper=$(PAPER) +sweep=$(SWEEP) $(ARGS); fi
 
 # PUBLISH=<sweep name>: also copy its verdicts to docs/sweeps/ (the README's sweep column;
@@ -180,8 +180,8 @@ test-browser: install  ## the report page in headless Chromium (installs chromiu
 	$(TEST_ENV) $(PY) -m pytest -q -m browser $(ARGS)
 
 list: install  ## the papers and their one-line claims
-	@$(PY) -c 'from experiments.runner.registry import paper_claims; \
-	[print(f"{k:<12} {c}") for k, c in paper_claims().items()]'
+	@$(PY) -c 'from experiments.claims.papers import papers; \
+	[print(f"{k:<12} {p.claim}") for k, p in papers().items()]'
 
 clean:  ## remove caches (keeps .venv and outputs/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -23,6 +23,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from common.errors import UserError  # noqa: E402
+from experiments.claims.papers import papers  # noqa: E402
 from experiments.runner.cli import prepare  # noqa: E402
 from experiments.runner.job import (  # noqa: E402
     EXIT_FAILED,
@@ -31,7 +32,6 @@ from experiments.runner.job import (  # noqa: E402
     record_interrupted_sweep,
     report_uncaught,
 )
-from experiments.runner.registry import known_papers  # noqa: E402
 from experiments.runner.sweep_summary import last_sweep  # noqa: E402
 from experiments.schemas import register_schemas  # noqa: E402
 
@@ -47,7 +47,7 @@ if __name__ == "__main__":
     arguments = sys.argv[1:]
     if not arguments:
         print("usage: python run.py +paper=<key> [overrides]; known papers: "
-              + ", ".join(known_papers()), file=sys.stderr)
+              + ", ".join(list(papers())), file=sys.stderr)
         sys.exit(EXIT_REJECTED)
     register_schemas()
     if not HELP_FLAGS & set(arguments):

@@ -1,4 +1,4 @@
-"""Each paper's smoke configuration: ``scale=smoke`` (conf/papers/<key>/scale/smoke.yaml),
+"""Each paper's smoke configuration: ``scale=smoke`` (conf/paper/<key>/scale/smoke.yaml),
 its default shrunk to seconds, in one process (the worker pools' spawn costs more than the
 work at this size; the empty-cache repeat in tests/test_papers.py runs them with two workers
 and must print the same metrics). Tests add their own ``paths.cache_dir`` so every run
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.claims.papers import papers
 from experiments.runner.cli import scale_override
-from experiments.runner.registry import known_papers
 
 from .conftest import ROOT
 
@@ -24,7 +24,7 @@ def smoke_settings(key: str, groups: tuple[str, ...]) -> list[str]:
     swaps another group's option (whose keys the preset's would not fit)."""
     from omegaconf import OmegaConf
 
-    preset = OmegaConf.load(ROOT / "conf" / "papers" / key / "scale" / "smoke.yaml")
+    preset = OmegaConf.load(ROOT / "conf" / "paper" / key / "scale" / "smoke.yaml")
 
     def flat(prefix: str, node) -> list[str]:
         if OmegaConf.is_dict(node):
@@ -39,8 +39,8 @@ def smoke_settings(key: str, groups: tuple[str, ...]) -> list[str]:
 # gcad's smoke run needs a chat model built by its test module (tests/test_gcad.py runs it
 # twice there), so it has no preset.
 SMOKE: dict[str, list[str]] = {
-    key: smoke(key) for key in known_papers()
-    if (ROOT / "conf" / "papers" / key / "scale" / "smoke.yaml").is_file()}
+    key: smoke(key) for key in list(papers())
+    if (ROOT / "conf" / "paper" / key / "scale" / "smoke.yaml").is_file()}
 
 
 # ditherq at smoke size on vectors read from a .npy file: a sweep over a good and a bad file

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from experiments.claims import ledger
-from experiments.claims.papers import ROOT, all_papers, paper_info
+from experiments.claims.papers import ROOT, find_paper, papers
 
 
 def _full_history() -> bool:
@@ -29,7 +29,7 @@ def test_the_committed_ledger_is_what_git_says():
 
 
 def test_every_change_after_a_published_verdict_gives_its_reason():
-    missing = [u for key in all_papers() for u in ledger.unexplained(key, paper_info(key))]
+    missing = [u for key in list(papers()) for u in ledger.unexplained(key, find_paper(key).info)]
     assert not missing, "give changed_after_results (or removed_claims): " + "; ".join(missing)
 
 

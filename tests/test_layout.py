@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runner.registry import known_papers
+from experiments.claims.papers import papers
 
 from .conftest import ROOT
 
@@ -93,22 +93,22 @@ def test_no_package_has_an_import_cycle(top):
 
 
 def test_a_paper_never_imports_another_paper():
-    papers = set(known_papers())
+    keys = set(papers())
     for path in project_files("methods") + project_files("experiments"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         own = parts[1] if len(parts) > 1 else ""
         for module in imported_modules(path):
             head = module.split(".")
-            if len(head) > 1 and head[0] in ("methods", "experiments") and head[1] in papers:
+            if len(head) > 1 and head[0] in ("methods", "experiments") and head[1] in keys:
                 assert head[1] == own, f"{path.relative_to(ROOT)} imports {module}"
 
 
 def test_tests_never_import_a_protocol_module():
-    papers = set(known_papers())
+    keys = set(papers())
     for path in project_files("tests"):
         for module in imported_modules(path):
             head = module.split(".")
-            assert not (head[0] == "experiments" and len(head) > 1 and head[1] in papers), (
+            assert not (head[0] == "experiments" and len(head) > 1 and head[1] in keys), (
                 f"{path.relative_to(ROOT)} imports {module}: test the method in methods/")
 
 
@@ -131,7 +131,7 @@ SEED_PATTERNS = {
 # the files that own seeds: the streams, the runner's seeding, and the numbering of the
 # confirmatory runs' seeds (no stream is derived there)
 SEED_OWNERS = {"common/streams.py", "experiments/runner/seeding.py",
-               "experiments/report/registration.py"}
+               "experiments/claims/study.py"}
 
 
 def test_random_streams_are_named_never_derived_by_arithmetic():
@@ -188,10 +188,10 @@ def test_paper_uses_declares_the_shared_groups_its_code_reads():
     "trainer" reaches the Lightning trainer factory and reads ``ctx.compute`` (where the
     trainer settings live), one that does not never reads ``ctx.compute``; "model" exactly
     when the protocol reads ``cfg.model``."""
-    from experiments.claims.papers import paper_info
+    from experiments.claims.papers import find_paper
 
-    for key in known_papers():
-        uses = set(paper_info(key).get("uses") or [])
+    for key in list(papers()):
+        uses = set(find_paper(key).info.get("uses") or [])
         source = (ROOT / "experiments" / f"{key}.py").read_text()
         if "trainer" in uses:
             assert "models.trainer" in _project_imports(f"experiments.{key}"), key
@@ -200,8 +200,9 @@ def test_paper_uses_declares_the_shared_groups_its_code_reads():
 
 
 # distribution name -> the module a run imports; plugins and back ends a library loads itself
-MODULE_OF = {"hydra-core": "hydra", "scikit-learn": "sklearn", "dp-accounting": "dp_accounting",
-             "biopython": "Bio", "pot": "ot", "prv-accountant": "prv_accountant"}
+MODULE_OF = {"hydra-core": "hydra", "markdown-it-py": "markdown_it", "scikit-learn": "sklearn",
+             "dp-accounting": "dp_accounting", "biopython": "Bio", "pot": "ot",
+             "prv-accountant": "prv_accountant"}
 LOADED_BY_A_LIBRARY = {"hydra-joblib-launcher", "hydra-submitit-launcher",  # Hydra plugins
                        "accelerate", "gguf"}  # transformers: device placement, GGUF weights
 

@@ -127,7 +127,7 @@ def test_proteinopd_preset_distils_a_gpt2_student(tiny, tmp_path):
         f">p{i}\n" + "".join(letters[j] for j in torch.randint(0, 20, (60,), generator=rng))
         + "\n" for i in range(40)))
     metrics = run_preset("proteinopd", [
-        f"model.hub_id={tiny('protgpt2', 'conf/papers/proteinopd/model')}",
+        f"model.hub_id={tiny('protgpt2', 'conf/paper/proteinopd/model')}",
         f"dataset.path={fasta}", "protocol.opd_steps=2", "protocol.teacher_steps=2",
         "protocol.rl_steps=2", "protocol.eval_samples=4", "protocol.front_kl_betas=[0.04]",
         "protocol.pareto_weights=[0.5]", "method.sequences_per_step=2",

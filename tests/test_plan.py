@@ -9,6 +9,7 @@ import functools
 import pytest
 import torch
 
+from experiments.claims.papers import papers
 from experiments.plan.__main__ import compose, main, table
 from experiments.plan.estimate import (
     GIB,
@@ -20,7 +21,6 @@ from experiments.plan.estimate import (
     parameter_count,
 )
 from experiments.plan.shapes import model_architecture, random_causal_lm
-from experiments.runner.registry import known_papers
 from experiments.schemas.shared import Architecture, Workload
 
 from .conftest import ROOT
@@ -146,8 +146,8 @@ def h100_table() -> str:
 @pytest.mark.slow  # over 5 s: make test-slow
 def test_every_paper_has_a_paper_scale_preset_and_a_plan():
     text = h100_table()
-    for key in known_papers():
-        assert (ROOT / "conf" / "papers" / key / "scale" / "cpu.yaml").is_file()
+    for key in list(papers()):
+        assert (ROOT / "conf" / "paper" / key / "scale" / "cpu.yaml").is_file()
         assert f"| {key} |" in text
     assert "| mpopd | 8 x h100-80gb |" in text and "qwen3-4b-base (train, 4.02B)" in text
 

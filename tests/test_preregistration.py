@@ -9,20 +9,20 @@ import json
 import pytest
 from statsmodels.stats.power import TTestPower
 
+from experiments.claims import study
+from experiments.claims.papers import Paper, find_paper
 from experiments.claims.power import seeds_for_power
-from experiments.report import preregister
-from experiments.report.preregister import (
+from experiments.claims.study import (
+    FIRST_SEED,
     MAX_SEEDS,
     MIN_SEEDS,
     MIN_SIGN_SEEDS,
-    plan,
-)
-from experiments.report.registration import (
-    FIRST_SEED,
     claim_hash,
     confirmatory_seeds,
+    plan,
     status,
 )
+from experiments.report import preregister
 from experiments.runner.reproduce import rounds
 
 from .conftest import ROOT
@@ -106,9 +106,10 @@ def test_each_paper_gets_the_count_its_undecided_claims_need_within_the_bounds(m
                                                         "holds_if": "c > b"},
                         {**COMPARE, "id": "check", "sanity": True}],
               "coarse": [{**COMPARE, "id": "share", "test": "sign"}]}
-    real = preregister.paper_info
-    monkeypatch.setattr(preregister, "paper_info",
-                        lambda key: {"claims": claims[key]} if key in claims else real(key))
+    real = study.find_paper
+    monkeypatch.setattr(study, "find_paper",
+                        lambda key: Paper(key, {"claims": claims[key]}) if key in claims
+                        else real(key))
     seeds = plan([_pilot("paper", {"moderate": moderate, "tiny": tiny, "check": moderate}),
                   _pilot("coarse", {"share": {"a": [0.0, 0.0, 0.1], "b": [0.0] * 3}})])
     paper = seeds["paper"]
@@ -125,21 +126,21 @@ def test_each_paper_gets_the_count_its_undecided_claims_need_within_the_bounds(m
 
 def test_the_cost_cap_keeps_the_study_within_its_budget_but_never_below_five():
     pilot = [_pilot(f"paper{i}", {}, runtime=600.0) for i in range(4)]
-    caps = preregister.cost_caps(pilot)
+    caps = study.cost_caps(pilot)
     assert all(MIN_SEEDS <= c <= MAX_SEEDS for c in caps.values())
-    assert sum(c * 10 for c in caps.values()) <= 2 * preregister.BUDGET_MINUTES or \
+    assert sum(c * 10 for c in caps.values()) <= 2 * study.BUDGET_MINUTES or \
         all(c == MIN_SEEDS for c in caps.values())
-    assert preregister.budget_note(pilot) is None
+    assert study.budget_note(pilot) is None
     # where even the floor costs more than the budget, the record says so
     costly = [_pilot(f"paper{i}", {}, runtime=600.0) for i in range(10)]
-    assert all(c == MIN_SEEDS for c in preregister.cost_caps(costly).values())
-    assert "over the budget" in preregister.budget_note(costly)
+    assert all(c == MIN_SEEDS for c in study.cost_caps(costly).values())
+    assert "over the budget" in study.budget_note(costly)
 
 
 def test_a_claim_changed_after_its_preregistration_is_exploratory():
-    from experiments.claims.papers import paper_info
+    from experiments.claims.papers import find_paper
 
-    claim = paper_info("ditherq")["claims"][1]
+    claim = find_paper("ditherq").info["claims"][1]
     registered = {"papers": {"ditherq": {"frozen": {claim["id"]: {
         "hash": claim_hash("ditherq", claim)}}}}}
     assert status("ditherq", claim, registered) == "preregistered"
@@ -157,14 +158,13 @@ def test_a_claim_keeps_its_hash_when_another_claim_or_a_note_changes(monkeypatch
 
     import yaml
 
-    from experiments.claims.papers import paper_info
-    from experiments.report import registration
+    from experiments.claims.papers import find_paper
 
-    first, second = paper_info("ditherq")["claims"][:2]
+    first, second = find_paper("ditherq").info["claims"][:2]
     before = claim_hash("ditherq", first)
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
-    monkeypatch.setattr(registration, "ROOT", tmp_path)
+    monkeypatch.setattr(study, "ROOT", tmp_path)
     page = conf / "paper" / "ditherq.yaml"
     data = yaml.safe_load(page.read_text())
     claims = data["paper"]["claims"]
@@ -181,9 +181,9 @@ def test_a_claim_keeps_its_hash_when_another_claim_or_a_note_changes(monkeypatch
 
 def test_an_exploratory_claim_is_shown_but_not_counted(monkeypatch, tmp_path):
     """The report marks the changed claim and judges the paper without it."""
-    from experiments.report import build
+    from experiments.report import render, summary
 
-    monkeypatch.setattr(build, "preregistration_status",
+    monkeypatch.setattr(summary, "preregistration_status",
                         lambda key, claim: "exploratory" if claim["id"] == "tps_strictly_proper"
                         else "preregistered")
     folder = tmp_path / "runs"
@@ -194,12 +194,12 @@ def test_an_exploratory_claim_is_shown_but_not_counted(monkeypatch, tmp_path):
             "paper": "tps", "seed": seed, "wall_time_s": 1.0,
             "overrides": ["+paper=tps", f"seed={seed}"],
             "metrics": {"tps_oracle_first_all": 0}}))  # the exact check fails
-    papers, _ = build.summarize_folder(folder)
+    papers, _ = summary.summarize_folder(folder)
     tps = next(p for p in papers if p["key"] == "tps")
     claim = next(c for c in tps["claims"] if c["id"] == "tps_strictly_proper")
     assert claim["verdict"] == "contradicted" and claim["preregistration"] == "exploratory"
     assert tps["verdict"] != "contradicted"  # the only contradicted claim is not counted
-    assert "exploratory" in build.readme_claims(tps)
+    assert "exploratory" in render.claim_text(claim)
 
 
 def test_the_confirmatory_rounds_run_each_papers_preregistered_seeds():
@@ -229,22 +229,22 @@ def test_the_preregistered_seeds_are_fresh():
 def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
     """The declared study's table names a preregistered confirmatory study that is not
     published yet; the confirmatory table names its preregistration's commit."""
-    from experiments.report import build
+    from experiments.report import render
 
     declared = {"papers": [{"key": "tps", "study": "declared"}]}
-    monkeypatch.setattr(build, "PREREGISTRATION", tmp_path / "missing.json")
-    assert "preregistered" not in build.study_text(declared)
+    monkeypatch.setattr(render, "PREREGISTRATION", tmp_path / "missing.json")
+    assert "preregistered" not in render.study_text(declared)
     record = tmp_path / "preregistration.json"
     record.write_text(json.dumps({"commit": "abcdef0123", "first_seed": FIRST_SEED,
                                   "papers": {"tps": {"seeds": 5}, "jecs": {"seeds": 7}}}))
-    monkeypatch.setattr(build, "PREREGISTRATION", record)
-    text = build.study_text(declared)
+    monkeypatch.setattr(render, "PREREGISTRATION", record)
+    text = render.study_text(declared)
     assert "12 jobs" in text and "abcdef0" in text and "not published yet" in text
     confirmatory = {"papers": [{"key": "tps", "study": "confirmatory", "claims": [
         {"preregistration": "preregistered"}, {"preregistration": "exploratory"}]}],
                     "preregistration": {"commit": "abcdef0123", "first_seed": 20000},
                     "records": "docs/studies/confirmatory"}
-    text = build.study_text(confirmatory)
+    text = render.study_text(confirmatory)
     assert "**confirmatory study**" in text and "from 20000" in text and "abcdef0" in text
     assert "1 of 2 claims are as preregistered; 1 changed after it" in text
     assert "records committed in docs/studies/confirmatory" in text
@@ -253,14 +253,14 @@ def test_the_table_says_which_study_it_shows(monkeypatch, tmp_path):
 def test_the_pilot_is_summarized_as_before_any_record(monkeypatch):
     """Making the preregistration again reads the pilot as the first time did: no claim is
     judged against the record on disk (which the pilot itself produced)."""
-    from experiments.claims.papers import paper_info
-    from experiments.report import build
-    from experiments.report.build import before_preregistration, preregistration_status
+    from experiments.claims.papers import find_paper
+    from experiments.report import summary
+    from experiments.report.summary import before_preregistration, preregistration_status
 
-    frozen = paper_info("ditherq")["claims"][1]
+    frozen = find_paper("ditherq").info["claims"][1]
     record = {"papers": {"ditherq": {"frozen": {frozen["id"]: {
         "hash": claim_hash("ditherq", frozen)}}}}}
-    monkeypatch.setattr(build, "_registered", lambda: record)
+    monkeypatch.setattr(summary, "_registered", lambda: record)
     claim = {**frozen, "margin": 123.0}  # not as frozen
     assert preregistration_status("ditherq", claim) == "exploratory"
     with before_preregistration():
@@ -271,13 +271,13 @@ def test_the_pilot_is_summarized_as_before_any_record(monkeypatch):
 def test_the_pilot_alone_is_judged_again_without_a_preregistration(monkeypatch, tmp_path):
     """``--pilot-only`` writes docs/pilot.json from the pilot's runs and no preregistration
     (the pilot judged again with new rules, before the study is preregistered)."""
-    from experiments.report import build
+    from experiments.report import summary
 
     from .test_report import report_fixture
 
     folder = report_fixture(tmp_path / "runs")
     pilot, record = tmp_path / "pilot.json", tmp_path / "preregistration.json"
-    monkeypatch.setattr(build, "all_papers", lambda: ["tps"])
+    monkeypatch.setattr(summary, "papers", lambda: {"tps": find_paper("tps")})
     monkeypatch.setattr(preregister, "PILOT", pilot)
     monkeypatch.setattr(preregister, "PREREGISTRATION", record)
     monkeypatch.setattr(preregister, "ROOT", tmp_path)
@@ -292,16 +292,16 @@ def test_a_confirmatory_record_is_evidence_only_from_the_frozen_code(monkeypatch
     """The preregistered commit, or a later one whose changes touch none of the files the
     run imported; a dirty tree, a change to an imported file, or a later record that does
     not list its imports is refused in one line naming the job."""
-    from experiments.report import build, registration
+    from experiments.report import summary
 
     frozen = "a" * 40
-    changes = {("a" * 40, "b" * 40): ("docs/notes.md", "experiments/report/build.py"),
+    changes = {("a" * 40, "b" * 40): ("docs/notes.md", "experiments/report/render.py"),
                ("a" * 40, "c" * 40): ("methods/tps/scores.py", "README.md")}
-    monkeypatch.setattr(registration, "_changed_between", lambda a, b: changes.get((a, b)))
+    monkeypatch.setattr(study, "_changed_between", lambda a, b: changes.get((a, b)))
     registered = {"commit": frozen, "first_seed": FIRST_SEED}
     run = {"paper": "tps", "seed": FIRST_SEED, "folder": "records/tps/seed20000",
            "imports": ["experiments/tps.py", "methods/tps/scores.py"]}
-    refusal = registration.frozen_code_refusal
+    refusal = study.frozen_code_refusal
     assert refusal({**run, "git_sha": frozen}, registered) is None
     assert refusal({**run, "git_sha": "b" * 40}, registered) is None  # docs and the report
     touched = refusal({**run, "git_sha": "c" * 40}, registered)
@@ -312,9 +312,9 @@ def test_a_confirmatory_record_is_evidence_only_from_the_frozen_code(monkeypatch
     assert "does not list" in refusal({**unlisted, "git_sha": "b" * 40}, registered)
     assert "shallow" in refusal({**run, "git_sha": "d" * 40}, registered)
     # the report counts the evidence and names the refused; development seeds are not frozen
-    monkeypatch.setattr(build, "_registered", lambda: registered)
+    monkeypatch.setattr(summary, "_registered", lambda: registered)
     runs = [{**run, "git_sha": frozen}, {**run, "seed": FIRST_SEED + 1, "git_sha": "c" * 40},
             {**run, "seed": 3, "git_sha": frozen + "-dirty"}]
-    kept, refused = build._frozen_code_runs(runs)
+    kept, refused = summary._frozen_code_runs(runs)
     assert [r["seed"] for r in kept] == [FIRST_SEED, 3]
     assert len(refused) == 1 and refused[0].startswith(f"tps seed {FIRST_SEED + 1} ")

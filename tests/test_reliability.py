@@ -128,7 +128,7 @@ def test_a_report_folder_that_cannot_be_written_is_one_line_before_the_work(tmp_
 def test_a_copied_seed_folder_counts_once_and_is_named(tmp_path):
     import shutil
 
-    from experiments.report.build import collect
+    from experiments.report.summary import collect
 
     from .test_report import report_fixture
 
@@ -371,7 +371,7 @@ def test_a_users_config_folder_adds_options_the_hydra_way(tmp_path):
     from experiments.runner.cli import prepare
 
     (tmp_path / "method").mkdir()
-    mine = (ROOT / "conf" / "papers" / "sufexplain" / "method" / "sufexplain.yaml").read_text()
+    mine = (ROOT / "conf" / "paper" / "sufexplain" / "method" / "sufexplain.yaml").read_text()
     (tmp_path / "method" / "mine.yaml").write_text(mine.replace("edges: 5", "edges: 3"))
     argv = prepare(["+paper=sufexplain", "method=mine", "--config-dir", str(tmp_path)])
     assert any(a.startswith("hydra.searchpath=") and str(tmp_path) in a for a in argv)

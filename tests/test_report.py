@@ -19,25 +19,20 @@ from experiments.claims import (
     NOT_RUN,
     NOT_TESTED,
     ClaimSyntaxError,
-    all_papers,
     check_claims,
     evaluate,
+    find_paper,
     judge,
     metric_names,
-    paper_info,
     paper_verdict,
+    papers,
     parse,
 )
 from experiments.claims.papers import ROOT
 from experiments.report.__main__ import main as report_main
-from experiments.report.build import (
-    README_END,
-    README_START,
-    collect,
-    readme_table,
-    summarize_folder,
-    write_report,
-)
+from experiments.report.__main__ import write_report
+from experiments.report.render import README_END, README_START, readme_table
+from experiments.report.summary import collect, summarize_folder
 
 # -- the condition language -----------------------------------------------------------------
 
@@ -253,9 +248,9 @@ def test_a_paper_is_contradicted_only_across_its_claims():
 
 # -- every paper's claims -------------------------------------------------------------------
 
-@pytest.mark.parametrize("key", all_papers())
+@pytest.mark.parametrize("key", list(papers()))
 def test_every_paper_states_checkable_claims(key):
-    info = paper_info(key)
+    info = find_paper(key).info
     assert len(info["claim"].split()) <= 20, "the headline claim has at most 20 words"
     assert info.get("seeds") in (3, 5, 10), "declare make reproduce's seed count (paper.seeds)"
     claims = info["claims"]
@@ -271,7 +266,7 @@ def test_every_paper_states_checkable_claims(key):
 
 def test_published_reproduction_names_only_metrics_the_defaults_wrote():
     summary = json.loads((ROOT / "docs" / "reproduction.json").read_text())["papers"]
-    assert sorted(p["key"] for p in summary) == all_papers()
+    assert sorted(p["key"] for p in summary) == list(papers())
     for paper in summary:
         for claim in paper["claims"]:
             assert "metric missing" not in claim["detail"], (paper["key"], claim)
@@ -423,7 +418,7 @@ def test_report_judges_the_default_runs_and_shows_failures(tmp_path):
     assert papers["rankcomp"]["verdict"] == "failed"
     assert papers["cfbeam"]["verdict"] == NOT_RUN
     page = (tmp_path / "report" / "index.html").read_text()
-    assert page.count("<tr data-paper=") == len(all_papers())
+    assert page.count("<tr data-paper=") == len(papers)
     assert "data:image/png;base64," in page and 'id="paper-tps"' in page
     # the page opens with the effect figure, before the overview table
     assert page.index('alt="effects"') < page.index('id="overview"')
@@ -500,13 +495,13 @@ def test_the_report_logs_its_claims_table_to_wandb_when_asked(tmp_path, monkeypa
     assert report_main([str(folder), "--out", str(tmp_path / "report"), "--wandb"]) == 0
     (name, rows), = tables
     assert name == "claims" and len([r for r in rows if r["paper"] == "tps"]) == len(
-        paper_info("tps")["claims"])
+        find_paper("tps").info["claims"])
 
 
 def test_make_reproduce_runs_the_declared_seeds_in_rounds():
     from experiments.runner.reproduce import rounds
 
-    declared = {key: paper_info(key)["seeds"] for key in ("tps", "dpcert", "cfbeam")}
+    declared = {key: find_paper(key).info["seeds"] for key in ("tps", "dpcert", "cfbeam")}
     plan = rounds(["cfbeam", "dpcert", "tps"], None)
     assert len(plan) == max(declared.values())
     for key, count in declared.items():
@@ -537,7 +532,7 @@ def test_the_same_runs_get_the_same_verdicts_in_the_report_and_in_a_sweep_summar
     papers, _ = summarize_folder(folder)
     report = {c["id"]: c["verdict"] for c in next(p for p in papers
                                                    if p["key"] == "cfbeam")["claims"]}
-    summarize_sweep(folder / "cfbeam", claims=paper_info("cfbeam")["claims"])
+    summarize_sweep(folder / "cfbeam", claims=find_paper("cfbeam").info["claims"])
     with (folder / "cfbeam" / "summary.csv").open() as handle:
         row = next(csv.DictReader(handle))
     sweep = {k.removeprefix("claim_"): v for k, v in row.items() if k.startswith("claim_")}
@@ -570,13 +565,46 @@ def test_every_existence_claim_is_re_verified_and_an_unverified_instance_does_no
 
     from experiments.claims import judge_runs
 
-    for key in all_papers():
-        for c in paper_info(key).get("claims") or []:
+    for key in list(papers()):
+        for c in find_paper(key).info.get("claims") or []:
             if c.get("rule") == "exists":
                 module, _, name = c["verify"].partition(":")
                 assert callable(getattr(importlib.import_module(module), name)), c["id"]
-    claim = next(c for c in paper_info("tps")["claims"] if c["id"] == "ece_not_proper")
+    claim = next(c for c in find_paper("tps").info["claims"] if c["id"] == "ece_not_proper")
     runs = [{"metrics": {"ranks_oracle_first_ece": 0}, "seed": s, "folder": str(tmp_path)}
             for s in range(3)]  # reported at every seed, but no leaderboard was saved
     verdict = judge_runs(claim, runs)
     assert verdict.verdict == INCONCLUSIVE and "failed re-verification" in verdict.detail
+
+
+def test_the_effect_figure_keeps_its_caption_and_ticks_inside(tmp_path, monkeypatch):
+    """The forest plot's wrapped captions end inside the figure and its symmetric-log tick
+    labels do not overlap."""
+    import itertools
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.report import forest
+
+    rows = [{"paper": "p", "claim": f"c{i}", "verdict": "holds", "rule": "compare",
+             "margin": None, "sanity": False, "unit": unit, "effect": value,
+             "low": value - 1, "high": value + 1, "seeds": 3, "abstract": "", "label": "x"}
+            for i, (unit, value) in enumerate([("%", 3.0), ("%", 2500.0), ("%", -40.0),
+                                               ("abs.", 0.2)])]
+    captured = {}
+    monkeypatch.setattr(plt, "close", lambda fig: captured.setdefault("fig", fig))
+    forest.plot_effects(rows, tmp_path / "effects.png")
+    monkeypatch.undo()
+    fig = captured["fig"]
+    renderer = fig.canvas.get_renderer()
+    width = fig.bbox.width
+    for ax in fig.axes:
+        box = ax.xaxis.label.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= width, "the caption runs off the figure"
+        labels = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()
+                         if t.get_text()), key=lambda b: b.x0)
+        assert all(a.x1 <= b.x0 for a, b in itertools.pairwise(labels)), "tick labels overlap"
+    plt.close(fig)

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from experiments.claims import all_papers
-from experiments.report.build import write_report
+from experiments.claims.papers import papers
+from experiments.report.__main__ import write_report
 
 from .test_report import report_fixture
 
@@ -41,7 +41,7 @@ def test_the_report_page_in_chromium(browser, tmp_path):
     page = tmp_path / "report" / "index.html"
     browser.get(page.as_uri())
     rows = browser.find_elements("css selector", "#overview tbody tr")
-    assert len(rows) == len(all_papers()) == 19
+    assert len(rows) == len(list(papers())) == 19
     images = browser.find_elements("css selector", "img")
     assert images, "the fixture's figure is embedded"
     for image in images:
@@ -60,3 +60,22 @@ def test_the_report_page_in_chromium(browser, tmp_path):
     screenshot = tmp_path / "report.png"
     browser.save_screenshot(str(screenshot))
     assert screenshot.stat().st_size > 10_000
+
+
+def test_the_page_shows_what_it_says_and_nothing_raw(browser, tmp_path):
+    """What a reader sees: reconstruction notes rendered (no raw Markdown: no table pipes,
+    no literal backticks), no empty provenance line for a paper that did not run, no claim
+    badge beside a paper whose badge is "not run", and the effect figure's caption and
+    tick labels inside the figure (checked on the figure's own layout)."""
+    folder = report_fixture(tmp_path / "runs")
+    write_report(folder, tmp_path / "report")
+    browser.get((tmp_path / "report" / "index.html").as_uri())
+    text = browser.find_element("tag name", "body").text
+    assert "|---|" not in text and "`" not in text
+    assert "git ;" not in text and "config hash ;" not in text
+    rows = {row.get_attribute("data-paper"): row
+            for row in browser.find_elements("css selector", "#overview tbody tr")}
+    assert rows["cfbeam"].find_elements("css selector", "td")[2].text == "not run"
+    assert not rows["cfbeam"].find_elements("css selector", "td")[3].text
+    codes = browser.find_elements("css selector", "section li code")
+    assert codes, "a reconstruction note's code is rendered as code"

@@ -21,8 +21,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from common.errors import UserError, ensure_writable
+from experiments.claims.papers import find_paper, papers
 from experiments.runner.cli import check_arguments, job_name_override
-from experiments.runner.registry import check_paper, known_papers, load_protocol
+from experiments.runner.registry import load_protocol
 from experiments.runner.sweep_summary import summarize_sweep
 from experiments.schemas import (
     all_dataset_schemas,
@@ -37,7 +38,7 @@ from .smoke import DITHERQ_NPY, SMOKE, good_and_bad_vectors
 CONF = ROOT / "conf"
 PAPER_FILES = sorted(p.stem for p in (CONF / "paper").glob("*.yaml"))
 PAPER_OPTIONS = {group: sorted((p.parent.parent.name, p.stem)
-                               for p in CONF.glob(f"papers/*/{group}/*.yaml"))
+                               for p in CONF.glob(f"paper/*/{group}/*.yaml"))
                  for group in ("method", "dataset", "model", "sweep")}
 DITHERQ_SMOKE = SMOKE["ditherq"]
 
@@ -55,21 +56,25 @@ def _untimed(metrics):
 # -- registry and configs ---------------------------------------------------------------
 
 def test_registry_and_paper_configs_agree():
-    assert known_papers() == PAPER_FILES
-    assert "helpers" not in known_papers() and "runner" not in known_papers()
+    assert list(papers()) == PAPER_FILES
+    assert "helpers" not in list(papers()) and "runner" not in list(papers())
     assert sorted(all_protocol_schemas()) == PAPER_FILES
-    for key in known_papers():
+    for key in list(papers()):
         assert callable(load_protocol(key))
         paper = OmegaConf.load(CONF / "paper" / f"{key}.yaml").paper
         assert paper.key == key and paper.metrics
-        assert (CONF / "papers" / key).is_dir()
+        assert (CONF / "paper" / key).is_dir()
 
 
 def test_unknown_paper_suggests_the_closest():
     with pytest.raises(UserError, match="unknown paper 'dithreq'; did you mean ditherq"):
-        check_paper("dithreq")
+        find_paper("dithreq")
     with pytest.raises(UserError, match="unknown paper 'zzz'; known: cfbeam"):
-        check_paper("zzz")
+        find_paper("zzz")
+
+
+def test_the_papers_options_are_found():
+    assert len(PAPER_OPTIONS["method"]) >= 19 and len(PAPER_OPTIONS["sweep"]) >= 19
 
 
 @pytest.mark.parametrize("paper,name", PAPER_OPTIONS["method"])

@@ -89,11 +89,11 @@ def test_every_equivalence_margin_names_its_source():
     quantity the run measures (``margin_metric``), never from "our reading"."""
     import re
 
-    from experiments.claims.papers import all_papers, paper_info
+    from experiments.claims.papers import find_paper, papers
 
     checked = 0
-    for key in all_papers():
-        for claim in paper_info(key).get("claims") or []:
+    for key in list(papers()):
+        for claim in find_paper(key).info.get("claims") or []:
             if claim.get("rule") != "equivalence":
                 continue
             where, reason = f"{key}.{claim['id']}", claim.get("margin_reason") or ""
@@ -128,3 +128,22 @@ def test_a_measured_margin_enters_the_test_at_each_seed():
     assert (verdict.verdict == "holds") == (p < 0.05), (p, verdict.detail)
     runs = [{**r, "spread": 0.01} for r in runs]
     assert judge(claim, runs).verdict != "holds"  # the same gap against a 0.005 margin
+
+
+def test_holms_step_down_rejects_what_statsmodels_rejects():
+    """The project's Holm (the power simulation's inner loop) against statsmodels'
+    multipletests on random p-value families; only parts contradicted at their own level
+    qualify, in the order of their p-values."""
+    import numpy as np
+    from statsmodels.stats.multitest import multipletests
+
+    from experiments.claims.verdicts import CONTRADICTED, Part, holm_rejected
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        k = int(rng.integers(1, 6))
+        p = np.sort(rng.uniform(0, 0.06, k) ** rng.uniform(0.5, 2))
+        parts = [Part(CONTRADICTED, "", None, float(v)) for v in p]
+        expected = multipletests(p, 0.05, method="holm")[0]
+        leading = int(np.argmin(expected)) if not expected.all() else k
+        assert len(holm_rejected(parts)) == leading

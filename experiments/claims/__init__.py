@@ -1,8 +1,10 @@
 """Claims as data: the condition language (language.py), how seeds combine into a verdict
 with its effect (verdicts.py), where a claim meets its runs (decide.py: every verdict the
-report, a sweep summary or a job prints comes from there) and the papers' metadata
-(papers.py). The runner, the sweep summary and the report all import from here; this
-package imports none of them."""
+report, a sweep summary or a job prints comes from there), the one record of each paper
+(papers.py), how many seeds a claim needs (power.py) and the study layer (study.py: the
+preregistration, the seed plan, which records are evidence). The runner, the sweep summary
+and the report import from here; from the runner this package reads only result files
+(runner/results.py) and, for a claim's frozen hash, the composed configuration."""
 
 from experiments.claims.decide import (
     FAILS,
@@ -12,7 +14,7 @@ from experiments.claims.decide import (
     seed_condition,
 )
 from experiments.claims.language import ClaimSyntaxError, evaluate, metric_names, parse
-from experiments.claims.papers import all_papers, is_default, paper_claims, paper_info
+from experiments.claims.papers import Paper, composed_claims, find_paper, is_default, papers
 from experiments.claims.verdicts import (
     CONTRADICTED,
     EXPLORATORY,
@@ -37,7 +39,8 @@ from experiments.claims.verdicts import (
 __all__ = [
     "CONTRADICTED", "EXPLORATORY", "FAILS", "HOLDS", "INCONCLUSIVE", "JUDGED", "MISSING",
     "NOT_APPLICABLE", "NOT_RUN", "NOT_TESTED", "PARTIAL", "RULES", "VERDICTS",
-    "ClaimSyntaxError", "Effect", "PaperVerdict", "Verdict", "all_papers", "check_claims",
+    "ClaimSyntaxError", "Effect", "PaperVerdict", "Verdict", "check_claims",
     "claim_metrics", "evaluate", "is_default", "judge", "judge_runs", "metric_names",
-    "paper_claims", "paper_info", "paper_verdict", "parse", "rule_of", "seed_condition",
+    "composed_claims", "find_paper", "papers", "Paper", "paper_verdict", "parse", "rule_of",
+    "seed_condition",
 ]

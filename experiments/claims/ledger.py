@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from experiments.claims.papers import ROOT, all_papers
+from experiments.claims.papers import ROOT, papers
 
 PUBLISHED = "docs/reproduction.json"
 RECORD = ROOT / "docs" / "claims_ledger.json"
@@ -151,7 +151,7 @@ def record() -> dict[str, dict[str, list[dict]]]:
     """paper -> claim -> its post-hoc changes, one entry per publication they came after:
     ``{"after": commit, "verdict": ..., "changed": [fields] or "removed"}``."""
     out: dict[str, dict[str, list[dict]]] = {}
-    for key in all_papers():
+    for key in list(papers()):
         for change in changes(key):
             if not change.post_hoc:
                 continue
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         RECORD.write_text(json.dumps(record(), indent=1, sort_keys=True) + "\n")
         print(f"written: {RECORD.relative_to(ROOT)}")
         return 0
-    for key in args.papers or all_papers():
+    for key in args.papers or list(papers()):
         for change in changes(key):
             if args.all or change.post_hoc:
                 when = change.commit[:7] if change.commit != WORKING_TREE else WORKING_TREE

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from common.errors import UserError
+from experiments.claims.papers import papers
 from experiments.plan.estimate import GPUS, describe, make_plan, remedy
-from experiments.runner.registry import known_papers
 
 
 def compose(argv: list[str], stand_in_data: bool = False):
@@ -39,7 +39,7 @@ def table(gpu: str) -> str:
     """Every paper's ``scale=paper`` plan on ``gpu`` as a markdown table."""
     rows = ["| paper | GPUs | models (role, parameters) | GiB per GPU | GPU-hours | fits |",
             "|---|---|---|---|---|---|"]
-    for key in known_papers():
+    for key in list(papers()):
         cfg = compose([f"+paper={key}", "scale=paper"], stand_in_data=True)
         plan = cfg.paper.plan
         if not plan.workloads:

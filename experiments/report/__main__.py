@@ -13,21 +13,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from common.errors import UserError, ensure_writable
 from experiments.claims.ledger import verdicts_at
 from experiments.claims.papers import ROOT
-from experiments.report.build import (
-    log_to_wandb,
-    readme_table,
-    replace_readme_table,
-    write_report,
-)
+from experiments.claims.study import confirmatory_record
+from experiments.report.forest import plot_effects
 from experiments.report.pages import PAGES
 from experiments.report.pages import main as write_pages
-from experiments.report.registration import confirmatory_record
+from experiments.report.render import (
+    EFFECTS_FIGURE,
+    readme_table,
+    replace_readme_table,
+    report_html,
+    report_markdown,
+)
+from experiments.report.summary import effect_rows, published, summarize_folder
 from experiments.runner.records import study_timing
 from experiments.runner.results import read_json
 
@@ -83,6 +87,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def write_report(folder: Path, out: Path) -> tuple[list[dict], list[dict[str, str]]]:
+    """report.md, index.html (opening with the effect figure), effects.png and summary.json
+    in ``out``; returns the papers' records and the corrupt files no paper was told for."""
+    papers, unplaced = summarize_folder(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    effects = out / EFFECTS_FIGURE
+    drawn = [r for r in effect_rows(papers) if r["rule"] not in ("exact", "exists")]
+    if drawn:
+        plot_effects(drawn, effects)
+    elif effects.exists():
+        effects.unlink()
+    (out / "report.md").write_text(report_markdown(papers, str(folder), unplaced))
+    (out / "index.html").write_text(report_html(papers, str(folder), effects, unplaced))
+    (out / "summary.json").write_text(json.dumps([published(p) for p in papers], indent=1)
+                                      + "\n")
+    return papers, unplaced
+
+
+def log_to_wandb(papers: list[dict], out: Path, source: str) -> None:
+    """The claims table and the effect figure as one W&B run (job_type report)."""
+    from experiments.runner.wandb_logger import WandbMirror
+
+    mirror = WandbMirror(project="paperlab", entity=None, mode=None, group="reproduction",
+                         job_type="report", name="reproduction-report", tags=["report"],
+                         config={"source": source}, output_dir=out)
+    mirror.log_table("claims", [
+        {"paper": p["key"], "claim": c["id"], "verdict": c["verdict"], "rule": c["rule"],
+         "sanity": c["sanity"], "effect": c["effect"]["text"] if c["effect"] else "",
+         "detail": c["detail"]} for p in papers for c in p["claims"]])
+    if (out / EFFECTS_FIGURE).is_file():
+        mirror.log_image("effects", out / EFFECTS_FIGURE)
+    mirror.finish()
+
+
 def finished_jobs(papers: list[dict]) -> int:
     """The default runs a summary judged, over every paper."""
     return sum(len(p.get("seeds") or []) for p in papers)
@@ -129,15 +167,17 @@ def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> 
                         "ALLOW_FEWER=1 publishes it anyway)")
     timing = study_timing(runs)
     since = verdicts_at(since_rev) if since_rev else earlier.get("since")
-    published = {"papers": papers_summary, "timing": timing, "since": since,
-                 "records": committed_records(runs)}
+    record = {"papers": papers_summary, "timing": timing, "since": since,
+              "records": committed_records(runs)}
     if all(p.get("study") == "confirmatory" for p in papers_summary):
-        published.update(confirmatory_record(papers_summary))
-    readme = ROOT / "README.md"
-    with all_or_nothing([target, readme, *sorted(PAGES.glob("*.md"))]):
+        record.update(confirmatory_record(papers_summary))
+    readme, figure = ROOT / "README.md", ROOT / "docs" / EFFECTS_FIGURE
+    with all_or_nothing([target, readme, figure, *sorted(PAGES.glob("*.md"))]):
         target.parent.mkdir(exist_ok=True)
-        target.write_text(json.dumps(published, indent=1) + "\n")
-        readme.write_text(replace_readme_table(readme.read_text(), readme_table(published)))
+        target.write_text(json.dumps(record, indent=1) + "\n")
+        readme.write_text(replace_readme_table(readme.read_text(), readme_table(record)))
+        if (out / EFFECTS_FIGURE).is_file():  # the README's figure: the report's forest plot
+            shutil.copyfile(out / EFFECTS_FIGURE, figure)
         write_pages([])
     print(f"published: {target} and the README table")
 

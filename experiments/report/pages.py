@@ -16,9 +16,8 @@ import json
 import sys
 from typing import Any
 
-from experiments.claims import all_papers, paper_info
 from experiments.claims.metrics import specs
-from experiments.claims.papers import ROOT
+from experiments.claims.papers import ROOT, find_paper, papers
 
 PAGES = ROOT / "docs" / "papers"
 PUBLISHED = ROOT / "docs" / "reproduction.json"
@@ -27,9 +26,9 @@ HEAD_END = "<!-- end of generated head -->"
 
 
 def _options(key: str, group: str) -> list[tuple[str, str]]:
-    """(option, its first comment line) of ``conf/papers/<key>/<group>/*.yaml``."""
+    """(option, its first comment line) of ``conf/paper/<key>/<group>/*.yaml``."""
     out = []
-    for path in sorted((ROOT / "conf" / "papers" / key / group).glob("*.yaml")):
+    for path in sorted((ROOT / "conf" / "paper" / key / group).glob("*.yaml")):
         comment = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
                         if line.startswith("#") and "@package" not in line), "")
         out.append((path.stem, comment))
@@ -109,9 +108,10 @@ def changes_since_preregistration(key: str) -> list[str]:
 
 def head(key: str) -> str:
     """The page's generated head."""
-    from experiments.report.build import claim_effect_text, margin_text
+    from experiments.report.render import claim_text, margin_text
+    from experiments.runner.sweep_summary import regimes
 
-    info = paper_info(key)
+    info = find_paper(key).info
     verdicts = _verdicts(key)
     lines = [HEAD_START, f"# {key}: {info['title']}", "", f"**Claim.** {info['claim']}", ""]
     if info.get("stand_in"):
@@ -133,10 +133,13 @@ def head(key: str) -> str:
         rule = rule if c.get("holds_if") else "-"
         condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
         published = verdicts.get(c["id"])
-        verdict = (claim_effect_text({"margin": None, **published}) if published
-                   else "not yet reproduced")
+        verdict = claim_text(published) if published else "not yet reproduced"
         lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
                      f"| {_cell(verdict)} |")
+    found = regimes(key).replace("](docs/sweeps/", "](../sweeps/")  # links from docs/papers/
+    if found:
+        lines += ["", "Where the published sweeps found the claims:", ""]
+        lines += [f"- {sweep}" for sweep in found.split("<br>")]
     lines += moved(key, info.get("claims") or [])
     lines += ledger_lines(key, info)
     lines += changes_since_preregistration(key)
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a head is stale")
     args = parser.parse_args(argv)
     stale = []
-    for key in all_papers():
+    for key in list(papers()):
         path = PAGES / f"{key}.md"
         page = path.read_text() if path.exists() else ""
         new = render(key, page)

@@ -9,7 +9,7 @@ import re
 
 from omegaconf import OmegaConf
 
-from experiments.runner.registry import known_papers, load_protocol, register_paper
+from experiments.runner.registry import load_protocol, register_paper
 
 
 def safe_name(text: str) -> str:
@@ -22,4 +22,4 @@ def safe_name(text: str) -> str:
 # which import this package when they unpickle the sweep-summary callback.
 OmegaConf.register_new_resolver("safe_name", safe_name, replace=True)
 
-__all__ = ["known_papers", "load_protocol", "register_paper", "safe_name"]
+__all__ = ["load_protocol", "register_paper", "safe_name"]

@@ -2,9 +2,9 @@
 
 Hydra creates the run folder before any of our code runs, so every mistake we can see in
 the arguments alone is reported here: one ``error:`` line, exit code 1, nothing written.
-It also makes the selected paper's own config folder (``conf/papers/<key>/``: its method,
+It also makes the selected paper's own config folder (``conf/paper/<key>/``: its method,
 dataset, model and sweep options) searchable, turns ``scale=<name>`` into that paper's
-preset (``conf/papers/<key>/scale/<name>.yaml``), and names sweep job folders by the
+preset (``conf/paper/<key>/scale/<name>.yaml``), and names sweep job folders by the
 settings that actually vary.
 """
 
@@ -18,7 +18,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from common.errors import UserError, did_you_mean, ensure_writable
-from experiments.runner.registry import check_paper
+from experiments.claims.papers import find_paper, papers
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("model", "dataset", "method", "trainer", "logger", "paths", "sweep")
@@ -62,7 +62,7 @@ def paper_keys(argv: list[str]) -> list[str]:
 
 
 def paper_dirs(keys: list[str]) -> list[Path]:
-    return [CONF_DIR / "papers" / key for key in keys if (CONF_DIR / "papers" / key).is_dir()]
+    return [CONF_DIR / "paper" / key for key in keys if (CONF_DIR / "paper" / key).is_dir()]
 
 
 def search_path_override(keys: list[str], user_dirs: tuple[Path, ...] = ()) -> list[str]:
@@ -81,7 +81,7 @@ def group_options(group: str, keys: list[str], user_dirs: tuple[Path, ...] = ())
 def scale_options(key: str) -> list[str]:
     """The paper's scale presets: ``cpu`` (the default as it is) and ``paper``, the
     abstract's setting, where one exists."""
-    return sorted(p.stem for p in (CONF_DIR / "papers" / key / "scale").glob("*.yaml"))
+    return sorted(p.stem for p in (CONF_DIR / "paper" / key / "scale").glob("*.yaml"))
 
 
 def scale_override(argv: list[str], keys: list[str]) -> list[str]:
@@ -104,7 +104,7 @@ def scale_override(argv: list[str], keys: list[str]) -> list[str]:
             if value not in scale_options(paper):
                 raise did_you_mean(f"{paper} scale", value, scale_options(paper))
         if len(keys) == 1:  # scale=cpu over several papers: each default as it is
-            out.append(f"+papers/{keys[0]}/scale@_global_={value}")
+            out.append(f"+paper/{keys[0]}/scale@_global_={value}")
     return out
 
 
@@ -115,7 +115,7 @@ def check_arguments(argv: list[str], user_dirs: tuple[Path, ...] = ()) -> list[s
         raise UserError("no paper selected: python run.py +paper=<key> [overrides]")
     keys = paper_keys(argv)
     for key in keys:
-        check_paper(key)
+        find_paper(key)
     check_groups_used(overrides, keys)
     for key, value in overrides:
         name = key.lstrip("+~")
@@ -146,13 +146,12 @@ def check_groups_used(overrides: list[tuple[str, str]], keys: list[str]) -> None
     """An override of a shared group (``trainer``, ``model``) that the selected paper does
     not use (``paper.uses``) is refused: the run would silently ignore it. A multirun over
     several papers applies it to those that use it and says which ignore it."""
-    from experiments.claims.papers import paper_info
 
     for key, value in overrides:
         group = key.lstrip("+~").split(".", 1)[0]
         if group not in SHARED_GROUPS:
             continue
-        ignoring = [k for k in keys if group not in (paper_info(k).get("uses") or [])]
+        ignoring = [k for k in keys if group not in (find_paper(k).info.get("uses") or [])]
         if not ignoring:
             continue
         if len(ignoring) == len(keys):
@@ -165,9 +164,8 @@ def check_groups_used(overrides: list[tuple[str, str]], keys: list[str]) -> None
 
 
 def papers_using(group: str) -> list[str]:
-    from experiments.claims.papers import all_papers, paper_info
 
-    return [k for k in all_papers() if group in (paper_info(k).get("uses") or [])]
+    return [k for k in list(papers()) if group in (find_paper(k).info.get("uses") or [])]
 
 
 def check_composition(argv: list[str], keys: list[str], require_data: bool = True,

@@ -40,13 +40,14 @@ from experiments.claims import (
     MISSING,
     check_claims,
     claim_metrics,
+    composed_claims,
     is_default,
-    paper_claims,
     seed_condition,
 )
 from experiments.claims.metrics import contract, declared_names, headline
+from experiments.claims.papers import find_paper
 from experiments.runner.context import RunContext
-from experiments.runner.registry import check_paper, load_protocol
+from experiments.runner.registry import load_protocol
 from experiments.runner.results import (
     REFUSED,
     changed_files,
@@ -334,7 +335,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     reject_unknown_keys(cfg)
     check_values(cfg)
     key = str(cfg.paper.key)
-    check_claims(key, paper_claims(cfg))
+    check_claims(key, composed_claims(cfg))
     cfg_hash = config_hash(cfg)
     previous = output_dir / "results.json"
     done, error = read_json(previous) if previous.exists() else (None, "")
@@ -356,7 +357,7 @@ def _prepare(cfg: DictConfig, hydra_cfg: Any, output_dir: Path) -> Job | dict:
     threads = thread_count(cfg.threads)
     ensure_writable(output_dir, f"output folder {output_dir}")
     ensure_writable(Path(cfg.paths.cache_dir), f"paths.cache_dir ({cfg.paths.cache_dir})")
-    check_paper(key)
+    find_paper(key)
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith(("hydra/", "schema")) and v is not None}
     return Job(key, cfg_hash, threads, choices, list(hydra_cfg.overrides.task),
@@ -410,7 +411,7 @@ def _run(cfg: DictConfig, job: Job) -> dict[str, Any]:
     if not writes:
         return metrics
     write_json(output_dir / "metrics.json", metrics)
-    verdicts = _claim_verdicts(key, paper_claims(cfg), metrics, cfg)
+    verdicts = _claim_verdicts(key, composed_claims(cfg), metrics, cfg)
     write_json(output_dir / "results.json", {
         "metrics": metrics, "paper": key, "title": cfg.paper.get("title"),
         "method": job.choices.get("method"), "model": job.choices.get("model"),

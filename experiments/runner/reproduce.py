@@ -9,7 +9,7 @@ that no two processes share a core (sharing them made jobs two to three times sl
 ``--seeds 0,1`` runs exactly those seeds for every paper instead (one multirun);
 ``--scale paper`` runs each paper's ``scale=paper`` preset (one multirun per paper);
 ``--study confirmatory`` runs the seeds the committed docs/preregistration.json declares
-(fresh seeds from 10000, each paper's count from the pilot's power analysis). Every job
+(fresh seeds from its first seed, each paper's count from the pilot's power analysis). Every job
 writes ``<dir>/<paper>/seed<s>/``; a finished job is skipped when run again (resume).
 ``--papers all`` takes every registered paper, longest first by the cost per seed the last
 published reproduction measured (docs/reproduction.json; a paper it lacks goes first). At
@@ -31,11 +31,9 @@ import time
 from pathlib import Path
 
 from common.errors import UserError
-from experiments.claims import paper_info
-from experiments.claims.papers import ROOT
+from experiments.claims.papers import ROOT, find_paper, papers
 from experiments.runner.job import EXIT_REJECTED
 from experiments.runner.records import restore_records, save_records
-from experiments.runner.registry import check_paper, known_papers
 from experiments.runner.results import read_json
 
 PUBLISHED = ROOT / "docs" / "reproduction.json"
@@ -78,7 +76,7 @@ def rounds(papers: list[str], seeds: list[int] | None,
     if seeds is not None:
         return [(",".join(map(str, seeds)), papers)]
     if registered is None:
-        registered = {key: list(range(int(paper_info(key).get("seeds", 3)))) for key in papers}
+        registered = {key: list(range(int(find_paper(key).info.get("seeds", 3)))) for key in papers}
     longest = max(len(registered[k]) for k in papers)
     out = []
     for i in range(longest):
@@ -91,7 +89,7 @@ def rounds(papers: list[str], seeds: list[int] | None,
 def confirmatory_plan() -> dict[str, list[int]] | None:
     """The preregistered seeds, once docs/preregistration.json is committed as it is (the
     confirmatory runs must come after it in git's order); None, with one line, otherwise."""
-    from experiments.report.registration import PREREGISTRATION, confirmatory_seeds
+    from experiments.claims.study import PREREGISTRATION, confirmatory_seeds
 
     committed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--",
                                 str(PREREGISTRATION)], cwd=ROOT).returncode == 0 and \
@@ -165,13 +163,13 @@ class _OneLineParser(argparse.ArgumentParser):
 def checked_arguments(args) -> tuple[list[str], list[int] | None]:
     """The papers and seeds asked for; ``UserError`` (one line) for an unknown paper, a seed
     that is not a number, no worker or a folder Hydra's override cannot hold."""
-    known = known_papers()
-    papers = (longest_first(known) if args.papers == "all"
+    known = list(papers())
+    chosen = (longest_first(known) if args.papers == "all"
               else [p.strip() for p in args.papers.split(",") if p.strip()])
-    if not papers:
+    if not chosen:
         raise UserError(f"no paper given: PAPERS=all or some of {', '.join(known)}")
-    for key in papers:
-        check_paper(key)
+    for key in chosen:
+        find_paper(key)
     seeds = []
     for text in (s.strip() for s in args.seeds.split(",") if s.strip()):
         if not text.isdigit():
@@ -182,7 +180,7 @@ def checked_arguments(args) -> tuple[list[str], list[int] | None]:
     if any(c in args.dir for c in "\"'\\,=[]{}()"):
         raise UserError(f"REPRODUCE_DIR={args.dir}: a folder name without quotes, commas, "
                         "brackets or '=' (Hydra reads them as syntax)")
-    return papers, seeds or None
+    return chosen, seeds or None
 
 
 def multiruns(args, seed, members: list[str], pooled: set[str]

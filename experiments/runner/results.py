@@ -144,7 +144,7 @@ def imported_project_files(root: Path) -> list[str]:
 def changed_files(since: str, until: str, key: str) -> list[str]:
     """Files of the paper (its configs, protocol and method) and of the shared code that
     changed between two commits."""
-    paths = [f"conf/paper/{key}.yaml", f"conf/papers/{key}", f"experiments/{key}.py",
+    paths = [f"conf/paper/{key}.yaml", f"conf/paper/{key}", f"experiments/{key}.py",
              f"methods/{key}", "experiments/runner", "experiments/claims", "models", "data",
              "common", "run.py"]
     done = subprocess.run(["git", "diff", "--name-only", since, until, "--", *paths],

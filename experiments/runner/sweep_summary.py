@@ -27,9 +27,9 @@ from common.errors import UserError
 from experiments.claims import (
     NOT_APPLICABLE,
     NOT_TESTED,
+    composed_claims,
+    find_paper,
     judge_runs,
-    paper_claims,
-    paper_info,
 )
 from experiments.claims.metrics import headline
 from experiments.runner.results import REFUSED, read_json, write_csv
@@ -274,7 +274,7 @@ class SweepSummary(Callback):
         try:
             fits = paper.get("sweep_fits")
             fits = OmegaConf.to_container(fits, resolve=True) if fits else {}
-            summarize_sweep(Path(config.hydra.sweep.dir), paper, title, paper_claims(config),
+            summarize_sweep(Path(config.hydra.sweep.dir), paper, title, composed_claims(config),
                             fits)
         except Exception as err:  # noqa: BLE001 - a summary bug must not hide job results
             log.warning("could not write the sweep summary: %s", err)
@@ -310,7 +310,7 @@ def rebuild(sweep_dir: Path) -> Path | None:
     """The summary again from the jobs' results, with the headline metrics and claims of the
     paper they ran (``conf/paper/<key>.yaml``)."""
     key = _paper_of(sweep_dir)
-    info = paper_info(key) if key else {}
+    info = find_paper(key).info if key else {}
     return summarize_sweep(sweep_dir, info, f"{key}: {sweep_dir.name}" if key else None,
                            info.get("claims"), info.get("sweep_fits"))
 

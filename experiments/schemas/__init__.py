@@ -11,8 +11,8 @@ ConfigStore entry            used by
 ``schema/root``              ``conf/config.yaml`` (seed, device, threads, groups)
 ``schema/trainer``           ``conf/trainer/*.yaml``
 ``schema/model/<kind>``      ``conf/model/*.yaml`` (hub, packaged, tiny_lm, none)
-``schema/dataset/<name>``    ``conf/dataset/*.yaml``, ``conf/papers/<key>/dataset/``
-``schema/method/<name>``     ``conf/method/none.yaml``, ``conf/papers/<key>/method/``
+``schema/dataset/<name>``    ``conf/dataset/*.yaml``, ``conf/paper/<key>/dataset/``
+``schema/method/<name>``     ``conf/method/none.yaml``, ``conf/paper/<key>/method/``
 ``schema/protocol/<key>``    ``conf/paper/<key>.yaml`` (its ``protocol:`` node)
 ===========================  ====================================================
 

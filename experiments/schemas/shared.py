@@ -305,7 +305,7 @@ class PaperInfo:
     uses: list[SharedGroup] = field(default_factory=list)
     # growth laws a sweep summary fits: name -> metric and the swept numeric setting
     sweep_fits: dict[str, SweepFit] = field(default_factory=dict)
-    scale: str = "cpu"  # the preset (scale=paper: conf/papers/<key>/scale/paper.yaml)
+    scale: str = "cpu"  # the preset (scale=paper: conf/paper/<key>/scale/paper.yaml)
     plan: Plan | None = None  # the paper-scale resources make plan sizes
     # what the CPU default stands in for the paper's setting with (e.g. "tiny-lm": a tiny LM
     # trained here instead of the paper's model): printed beside the default's verdicts
