@@ -140,7 +140,7 @@ def test_holms_step_down_rejects_what_statsmodels_rejects():
     from experiments.claims.verdicts import CONTRADICTED, Part, holm_rejected
 
     rng = np.random.default_rng(7)
-    for _ in range(300):
+    for _ in range(40):
         k = int(rng.integers(1, 6))
         p = np.sort(rng.uniform(0, 0.06, k) ** rng.uniform(0.5, 2))
         parts = [Part(CONTRADICTED, "", None, float(v)) for v in p]
