@@ -5,7 +5,7 @@ and which runs are a paper's default.
 A paper is a protocol module ``experiments/<key>.py`` with its entry configuration
 ``conf/paper/<key>.yaml`` (the ``paper:`` node: title, claims, metrics, seed count), its
 groups in ``conf/paper/<key>/`` (method, dataset, scale, sweep), its typed schema
-``experiments/schemas/<key>.py`` and its method ``methods/<key>/``. The papers are found by
+(``experiments/schemas/<key>.py``) and its method (``methods/<key>/``). The papers are found by
 one scan of ``experiments/`` without importing a protocol (a numpy-only paper never
 imports torch)."""
 
@@ -42,10 +42,6 @@ class Paper:
     @property
     def protocol_module(self) -> str:
         return f"experiments.{self.key}"
-
-    @property
-    def schema_file(self) -> Path:
-        return ROOT / "experiments" / "schemas" / f"{self.key}.py"
 
     @property
     def title(self) -> str:

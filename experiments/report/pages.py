@@ -28,7 +28,7 @@ HEAD_END = "<!-- end of generated head -->"
 def _options(key: str, group: str) -> list[tuple[str, str]]:
     """(option, its first comment line) of ``conf/paper/<key>/<group>/*.yaml``."""
     out = []
-    for path in sorted((ROOT / "conf" / "paper" / key / group).glob("*.yaml")):
+    for path in sorted((find_paper(key).group_configs / group).glob("*.yaml")):
         comment = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
                         if line.startswith("#") and "@package" not in line), "")
         out.append((path.stem, comment))
