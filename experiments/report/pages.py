@@ -107,21 +107,14 @@ def changes_since_preregistration(key: str) -> list[str]:
 
 
 def head(key: str) -> str:
-    """The page's generated head."""
-    from experiments.report.render import claim_text, margin_text
+    """The page's generated head (templates/paper_head.md.j2), each claim written as every
+    renderer writes it (:func:`experiments.report.render.claim_text`)."""
+    from experiments.report.render import claim_text, environment, margin_text
     from experiments.runner.sweep_summary import regimes
 
     info = find_paper(key).info
     verdicts = _verdicts(key)
-    lines = [HEAD_START, f"# {key}: {info['title']}", "", f"**Claim.** {info['claim']}", ""]
-    if info.get("stand_in"):
-        lines += [f"The CPU default stands in for the paper's setting with "
-                  f"{info['stand_in']}; its verdicts say so.", ""]
-    lines += ["Run: `python run.py +paper=" + key + "` (the default, "
-              f"{info.get('seeds', 3)} declared seeds: `make reproduce PAPERS={key}`, then "
-              "`make report`); its plan at the paper's scale: `make plan PAPER=" + key + "`.",
-              "", "| claim | the abstract's words | condition | rule | verdict (last "
-              "reproduction) |", "|---|---|---|---|---|"]
+    claims = []
     for c in info.get("claims") or []:
         rule = c.get("rule", "compare") + margin_text(c)
         rule += ", sign test" if c.get("test") == "sign" else ""
@@ -130,37 +123,27 @@ def head(key: str) -> str:
         rule += " (ablation, not counted)" if c.get("ablation") else ""
         rule += f"; runs on {c['setting']}" if c.get("setting") else ""
         rule += "; changed after results (below)" if c.get("changed_after_results") else ""
-        rule = rule if c.get("holds_if") else "-"
-        condition = f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}"
         published = verdicts.get(c["id"])
-        verdict = claim_text(published) if published else "not yet reproduced"
-        lines.append(f"| {c['id']} | {_cell(c['text'])} | {_cell(condition)} | {_cell(rule)} "
-                     f"| {_cell(verdict)} |")
+        claims.append({
+            "id": c["id"], "text": c["text"],
+            "condition": f"`{c['holds_if']}`" if c.get("holds_if") else f"needs: {c.get('scale')}",
+            "rule": rule if c.get("holds_if") else "-",
+            "verdict": claim_text(published) if published else "not yet reproduced"})
     found = regimes(key).replace("](docs/sweeps/", "](../sweeps/")  # links from docs/papers/
-    if found:
-        lines += ["", "Where the published sweeps found the claims:", ""]
-        lines += [f"- {sweep}" for sweep in found.split("<br>")]
-    lines += moved(key, info.get("claims") or [])
-    lines += ledger_lines(key, info)
-    lines += changes_since_preregistration(key)
-    lines += ["", "Metrics (`paper.metrics`; `{x}` takes each listed value):", "",
-              "| metric | better | unit | meaning |", "|---|---|---|---|"]
+    metrics = []
     for spec in specs(info):
         values = "; ".join(f"{k}: {v}" for k, v in spec.values.items())
         meaning = spec.meaning + (f" ({values})" if values else "")
         meaning += f"; when {spec.when}" if spec.when else ""
         meaning += "; some runs" if spec.optional else ""
-        lines.append(f"| `{spec.name}` | {spec.better} | {_cell(spec.unit)} | "
-                     f"{_cell(meaning)} |")
-    methods = _options(key, "method")
-    if methods:
-        lines += ["", "Method options (`method=<option>`): " + "; ".join(
-            f"`{name}`" + (f" ({_cell(note)})" if note else "") for name, note in methods)]
-    sweeps = _options(key, "sweep")
-    if sweeps:
-        lines += ["", f"Named sweeps (`make sweep PAPER={key} SWEEP=<name>`): " + "; ".join(
-            f"`{name}`" + (f" ({_cell(note)})" if note else "") for name, note in sweeps)]
-    return "\n".join(lines + ["", HEAD_END])
+        metrics.append({"name": spec.name, "better": spec.better, "unit": spec.unit,
+                        "meaning": meaning})
+    history = (moved(key, info.get("claims") or []) + ledger_lines(key, info)
+               + changes_since_preregistration(key))
+    return environment().get_template("paper_head.md.j2").render(
+        start=HEAD_START, end=HEAD_END, key=key, info=info, claims=claims,
+        sweeps=found.split("<br>") if found else [], history=history, metrics=metrics,
+        methods=_options(key, "method"), sweep_options=_options(key, "sweep")).rstrip("\n")
 
 
 def render(key: str, page: str) -> str:

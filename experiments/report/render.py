@@ -216,6 +216,7 @@ def environment() -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(e=html.escape, markdown=inline, claim=claim_text, fmt=fmt,
+                       cell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
                        headline=headline_text, runtime=runtime_text, tally=claims_tally,
                        badge=badge, verdict_word=verdict_word, held=held_text,
                        seed_range=seed_range_text)
