@@ -31,7 +31,12 @@ from experiments.report.render import (
     report_html,
     report_markdown,
 )
-from experiments.report.summary import effect_rows, published, summarize_folder
+from experiments.report.summary import (
+    StudyRecord,
+    effect_rows,
+    published,
+    summarize_folder,
+)
 from experiments.runner.records import study_timing
 from experiments.runner.results import read_json
 
@@ -167,8 +172,8 @@ def publish(runs: Path, out: Path, since_rev: str | None, allow_fewer: bool) -> 
                         "ALLOW_FEWER=1 publishes it anyway)")
     timing = study_timing(runs)
     since = verdicts_at(since_rev) if since_rev else earlier.get("since")
-    record = {"papers": papers_summary, "timing": timing, "since": since,
-              "records": committed_records(runs)}
+    record: StudyRecord = {"papers": papers_summary, "timing": timing, "since": since,
+                           "records": committed_records(runs)}
     if all(p.get("study") == "confirmatory" for p in papers_summary):
         record.update(confirmatory_record(papers_summary))
     readme, figure = ROOT / "README.md", ROOT / "docs" / EFFECTS_FIGURE

@@ -105,6 +105,21 @@ class PaperRecord(TypedDict, total=False):
     folders: list[str]
 
 
+class StudyRecord(TypedDict, total=False):
+    """A published study (docs/reproduction.json): its papers' records as published, its
+    time from the records, the reproduction it compares verdicts with, where its committed
+    records are, and for a confirmatory study its preregistration, the pilot beside it and
+    the files changed between the two."""
+
+    papers: list[PaperRecord]
+    timing: dict[str, Any]  # runner.records.study_timing: jobs, wall_min, job_minutes
+    since: dict[str, Any] | None
+    records: str | None  # docs/studies/<study>
+    preregistration: dict[str, Any]
+    pilot: list[dict[str, Any]]
+    changes_since_preregistration: dict[str, list[str]]
+
+
 def _seed_of(overrides: list[str]) -> int | None:
     for item in overrides:
         if item.startswith("seed="):
