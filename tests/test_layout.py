@@ -5,6 +5,7 @@ lives, never through a protocol module."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -216,12 +217,16 @@ def _declared(extra: str | None) -> list[str]:
     return [re.split(r"[<>=\[ ]", n)[0] for n in names if not n.startswith("paperlab")]
 
 
+@functools.cache
+def _sources(folder: str) -> tuple[str, ...]:
+    return tuple(p.read_text() for p in (ROOT / folder).rglob("*.py"))
+
+
 def _imported_by(folders: list[str], name: str) -> bool:
     module = MODULE_OF.get(name, name.replace("-", "_"))
     pattern = re.compile(rf"^\s*(import|from) {re.escape(module)}\b|importorskip\(\"{module}",
                          re.M)
-    return any(pattern.search(p.read_text()) for folder in folders
-               for p in (ROOT / folder).rglob("*.py"))
+    return any(pattern.search(text) for folder in folders for text in _sources(folder))
 
 
 @pytest.mark.parametrize("extra", [None, "llm", "numerical", "vision", "neuro", "bio",
