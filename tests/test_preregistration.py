@@ -297,7 +297,7 @@ def test_a_confirmatory_record_is_evidence_only_from_the_frozen_code(monkeypatch
     frozen = "a" * 40
     changes = {("a" * 40, "b" * 40): ("docs/notes.md", "experiments/report/render.py"),
                ("a" * 40, "c" * 40): ("methods/tps/scores.py", "README.md")}
-    monkeypatch.setattr(study, "_changed_between", lambda a, b: changes.get((a, b)))
+    monkeypatch.setattr(study, "files_changed_between", lambda a, b: changes.get((a, b)))
     registered = {"commit": frozen, "first_seed": FIRST_SEED}
     run = {"paper": "tps", "seed": FIRST_SEED, "folder": "records/tps/seed20000",
            "imports": ["experiments/tps.py", "methods/tps/scores.py"]}

@@ -40,7 +40,7 @@ from experiments.claims.verdicts import (
     NOT_RUN,
     Verdict,
 )
-from experiments.runner.results import changed_files, read_json
+from experiments.runner.results import changed_files, files_changed_between, read_json
 
 PREREGISTRATION = ROOT / "docs" / "preregistration.json"
 PILOT = ROOT / "docs" / "pilot.json"
@@ -126,7 +126,7 @@ def frozen_code_refusal(run: dict, registered: dict) -> str | None:
     if not isinstance(run.get("imports"), list):
         return (f"{job}: made at {sha[:7]}, not the preregistered {frozen[:7]}, and its "
                 "record does not list the files its run imported")
-    changed = _changed_between(frozen, sha)
+    changed = files_changed_between(frozen, sha)
     if changed is None:
         return (f"{job}: made at {sha[:7]}, which git cannot compare with the preregistered "
                 f"{frozen[:7]} here (a shallow clone: git fetch --unshallow)")
@@ -136,13 +136,6 @@ def frozen_code_refusal(run: dict, registered: dict) -> str | None:
                 f"{frozen[:7]} touch files its run imports: {', '.join(touched[:3])}"
                 + (f" and {len(touched) - 3} more" if len(touched) > 3 else ""))
     return None
-
-
-@functools.cache
-def _changed_between(since: str, until: str) -> tuple[str, ...] | None:
-    done = subprocess.run(["git", "diff", "--name-only", since, until], cwd=ROOT,
-                          capture_output=True, text=True)
-    return tuple(done.stdout.split()) if done.returncode == 0 else None
 
 
 def confirmatory_seeds(registered: dict) -> dict[str, list[int]]:

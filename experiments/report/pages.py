@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from experiments.claims.metrics import specs
 from experiments.claims.papers import ROOT, find_paper, papers
@@ -33,10 +32,6 @@ def _options(key: str, group: str) -> list[tuple[str, str]]:
                         if line.startswith("#") and "@package" not in line), "")
         out.append((path.stem, comment))
     return out
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _verdicts(key: str) -> dict[str, dict]:

@@ -198,6 +198,11 @@ def replace_readme_table(readme: str, table: str) -> str:
     return pattern.sub(lambda _: table, readme)
 
 
+def table_cell(text: Any) -> str:
+    """``text`` as one cell of a Markdown table (its pipes escaped, on one line)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def held_text(paper: dict[str, Any]) -> str:
     """``3 of 5``: the counted claims that hold, of all counted claims (sanity checks and
     ablations apart; a claim not tested here counts as not holding)."""
@@ -216,7 +221,7 @@ def environment() -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(e=html.escape, markdown=inline, claim=claim_text, fmt=fmt,
-                       cell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
+                       cell=table_cell,
                        headline=headline_text, runtime=runtime_text, tally=claims_tally,
                        badge=badge, verdict_word=verdict_word, held=held_text,
                        seed_range=seed_range_text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import math
@@ -141,16 +142,25 @@ def imported_project_files(root: Path) -> list[str]:
     return sorted(files)
 
 
+@functools.cache
+def files_changed_between(since: str, until: str) -> tuple[str, ...] | None:
+    """Every file git says changed between two commits (None where git cannot compare
+    them, e.g. a commit missing from a shallow clone)."""
+    done = subprocess.run(["git", "diff", "--name-only", since, until],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    return tuple(done.stdout.split()) if done.returncode == 0 else None
+
+
 def changed_files(since: str, until: str, key: str) -> list[str]:
     """Files of the paper (its configs, protocol and method) and of the shared code that
     changed between two commits."""
     paths = [f"conf/paper/{key}.yaml", f"conf/paper/{key}", f"experiments/{key}.py",
              f"methods/{key}", "experiments/runner", "experiments/claims", "models", "data",
              "common", "run.py"]
-    done = subprocess.run(["git", "diff", "--name-only", since, until, "--", *paths],
-                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
-    return done.stdout.split() if done.returncode == 0 else [f"(git diff {since}..{until} "
-                                                            "failed)"]
+    changed = files_changed_between(since, until)
+    if changed is None:
+        return [f"(git diff {since}..{until} failed)"]
+    return [f for f in changed if any(f == p or f.startswith(p + "/") for p in paths)]
 
 
 def package_versions() -> dict[str, str]:
