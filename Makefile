@@ -13,7 +13,7 @@ CUDA   ?=
 TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
 comma  := ,
 EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
-# uv installs the packages (about 4x faster than pip on a fresh machine); pip only installs uv.
+# uv installs the packages (docs/bench/install.txt times it against pip); pip only installs uv.
 # uv does not read pip's configuration: the package sources pip uses on this machine (its
 # environment variables, else its configuration files) are passed on, merged as pip merges them.
 PIP_SOURCE = $${PIP_$(1):-$$($(PY) -m pip config get global.$(2) 2>/dev/null)}
