@@ -19,14 +19,19 @@ def hub_is_offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connection to the hub's endpoint (``HF_ENDPOINT``), ``timeout`` seconds."""
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+def reachable(address: str, timeout: float = 3.0) -> bool:
+    """One TCP connection to the host of ``address`` (a URL), ``timeout`` seconds."""
+    url = urlparse(address)
     try:
         with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
             return True
     except OSError:
         return False
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the hub's endpoint (``HF_ENDPOINT``)."""
+    return reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"), timeout)
 
 
 def why_unreachable() -> str | None:

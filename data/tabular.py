@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
+from common.hub import reachable
 
 BUNDLED = ("diabetes", "breast_cancer", "wine")
+OPENML = "https://www.openml.org"
 
 
 def load_tabular(name: str, target: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -26,9 +28,11 @@ def load_tabular(name: str, target: str | None = None) -> tuple[np.ndarray, np.n
     if name.startswith("openml:"):
         from sklearn.datasets import fetch_openml
 
+        if not reachable(OPENML):  # offline: one line at once, not sklearn's retries
+            raise UserError(f"could not load {name}: {OPENML} is unreachable; this needs "
+                            "network access, or pass a CSV path")
         try:
-            frame = fetch_openml(name.split(":", 1)[1], as_frame=True, parser="auto",
-                                 n_retries=1, delay=0.1)  # offline: one line in seconds
+            frame = fetch_openml(name.split(":", 1)[1], as_frame=True, parser="auto")
         except Exception as err:  # noqa: BLE001 - network or name errors
             raise UserError(f"could not load {name} from OpenML ({err}); this needs network "
                             "access, or pass a CSV path") from None

@@ -1,12 +1,14 @@
 """Every shell command in README.md and docs/*.md code blocks, run: at smoke size in a
 temporary folder where it runs here; a command that needs a GPU, the network, a cluster or a
-data folder must fail in one ``error:`` line within 10 s; the few that cannot run inside the
+data folder must fail in one ``error:`` line within 10 s of its own CPU time (under a
+minute of wall time, so no network retries); the few that cannot run inside the
 suite name the test that runs the same code."""
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -109,6 +111,11 @@ def test_every_documented_command_is_run_or_covered(tmp_path):
     assert {"runs", "fails"} <= set(plans)
 
 
+def _children_cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _env() -> dict[str, str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "WANDB_MODE": "disabled", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
@@ -123,16 +130,18 @@ def test_a_documented_command_works_or_fails_in_one_line(where, command, tmp_pat
     if kind == "skip":
         pytest.skip(steps[0][0])
     for argv in steps:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu_seconds()
         done = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True,
                               timeout=600)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, _children_cpu_seconds() - cpu_start
         output = done.stdout + done.stderr
         if kind == "runs":
             assert done.returncode == 0, f"{where}: {' '.join(argv)}: {output[-3000:]}"
     if kind == "fails":
         errors = [line for line in output.splitlines() if line.startswith(("error:", "  "))]
         assert done.returncode != 0, f"{where}: {command} ran here: {output[-2000:]}"
-        assert seconds < 10 and "Traceback" not in output, f"{where}: {command}: {output[-3000:]}"
+        # CPU time, not wall time, bounds the work: a loaded machine must not fail the test
+        assert cpu_seconds < 10 and seconds < 60 and "Traceback" not in output, \
+            f"{where}: {command}: {output[-3000:]}"
         assert any(line.startswith("error:") for line in errors) or "did not install" in \
             output, output[-2000:]
