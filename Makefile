@@ -16,11 +16,13 @@ EXTRAS := all,dev$(if $(CUDA),$(comma)gpu)
 # uv installs the packages (docs/bench/install.txt times it against pip); pip only installs uv.
 # uv does not read pip's configuration: the package sources pip uses on this machine (its
 # environment variables, else its configuration files) are passed on, merged as pip merges them.
+# It compiles the bytecode at install, as pip does: without it, where PYTHONDONTWRITEBYTECODE is
+# set, every process compiles torch, transformers and lightning again (about 15 s each).
 PIP_SOURCE = $${PIP_$(1):-$$($(PY) -m pip config get global.$(2) 2>/dev/null)}
 UV := UV_DEFAULT_INDEX="$(call PIP_SOURCE,INDEX_URL,index-url)" \
 	UV_INDEX="$(call PIP_SOURCE,EXTRA_INDEX_URL,extra-index-url)" \
 	UV_FIND_LINKS="$$(echo $(call PIP_SOURCE,FIND_LINKS,find-links) | tr ' ' ,)" \
-	UV_INDEX_STRATEGY=unsafe-best-match $(VENV)/bin/uv
+	UV_INDEX_STRATEGY=unsafe-best-match UV_COMPILE_BYTECODE=1 $(VENV)/bin/uv
 
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled WANDB_SILENT=true \
 	MPLBACKEND=Agg OMP_NUM_THREADS=1
