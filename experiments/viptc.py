@@ -15,7 +15,14 @@ from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
-from methods.viptc.lifelong import Arm, LossOptions, pretrain, run_stream
+from methods.viptc.lifelong import (
+    Arm,
+    LossOptions,
+    first_stage,
+    first_stage_is_shared,
+    pretrain,
+    run_stream,
+)
 from methods.viptc.networks import NetSpec
 from methods.viptc.stream_stats import forgetting, image_shaped_tensors, paired_drops
 
@@ -54,6 +61,14 @@ def train_arm(stream, arm: Arm, options: LossOptions, *train_args):
     return results, 0 if arm.joint else image_shaped_tensors(state, *shape)
 
 
+def start_stream(pretraining, stream, arm: Arm | None, options: LossOptions, *train_args):
+    """One stream's common start, one job: the pretrained backbone (None without a
+    pretraining set) and, for ``arm``, the first stage from it (a checkpoint)."""
+    initial = None if pretraining is None else pretrain(pretraining, *train_args)
+    return initial, None if arm is None else first_stage(stream, arm, options, *train_args,
+                                                         initial)
+
+
 @register_paper("viptc")
 def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     protocol, method, data = cfg.protocol, cfg.method, cfg.dataset
@@ -75,16 +90,21 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
     training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
                 spec)
-    to_pretrain = [seed for seed in seeds if pretraining[seed] is not None]
-    with ctx.stage("pretraining"):
-        pretrained = map_jobs(pretrain, [(pretraining[seed], *training, seed, ctx.compute)
-                                         for seed in to_pretrain], workers,
-                              lambda items, total: ctx.progress(items, "pretraining", total))
-    initial = dict.fromkeys(seeds) | dict(zip(to_pretrain, pretrained, strict=True))
+    # the first stage is the same computation in every arm but batch-topology CM-PTC: it
+    # runs once per stream, after the stream's pretraining, and those arms go on from it
+    shared = [arm for arm in arms(cfg) if first_stage_is_shared(arm, options)]
+    with ctx.stage("pretraining and the shared first stage"):
+        starts = map_jobs(start_stream, [
+            (pretraining[seed], streams[seed], shared[0] if len(shared) > 1 else None,
+             options, *training, seed, ctx.compute) for seed in seeds], workers,
+            lambda items, total: ctx.progress(items, "streams' starts", total))
+    initial = {seed: start[0] for seed, start in zip(seeds, starts, strict=True)}
+    after = {seed: start[1] for seed, start in zip(seeds, starts, strict=True)}
     jobs = [(seed, arm) for seed in seeds for arm in arms(cfg)]
     with ctx.stage("arms x streams"):
         trained = map_jobs(train_arm, [
-            (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed])
+            (streams[seed], arm, options, *training, seed, ctx.compute, initial[seed],
+             after[seed] if arm in shared else None)
             for seed, arm in jobs], workers,
             lambda items, total: ctx.progress(items, "arms x seeds", total))
     for (seed, arm), (results, stored) in zip(jobs, trained, strict=True):

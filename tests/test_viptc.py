@@ -159,6 +159,38 @@ def test_stream_keeps_only_prototypes_and_weights():
     assert image_shaped_tensors({"x": tasks[0].train.images}, 16, 8) == 1
 
 
+def test_arms_going_on_from_the_shared_first_stage_equal_their_own_runs():
+    """The protocol trains the first stage once per stream: every arm that shares it and
+    goes on from its checkpoint (pickled, as to a worker process) ends bit for bit where its
+    own run from scratch ends; batch-topology CM-PTC does not share it (its loss is on)."""
+    import pickle
+
+    from methods.viptc.lifelong import (
+        Arm,
+        LossOptions,
+        first_stage,
+        first_stage_is_shared,
+        run_stream,
+    )
+    from methods.viptc.networks import NetSpec
+
+    tasks = synthetic_stream(2, 6, 4, 4, 16, 8, 0.05, np.random.default_rng(0))
+    options, training = LossOptions(), (1, 1e-2, 3, 2, NetSpec(width=8, dim=16), 7)
+    arms = [Arm("finetune"), Arm("joint", joint=True), Arm("sptc", sptc=1.0),
+            Arm("cka_kd", cka_kd=1.0), Arm("cmptc", cmptc=1.0)]
+    shared = [arm for arm in arms if first_stage_is_shared(arm, options)]
+    assert [arm.name for arm in shared] == ["finetune", "joint", "sptc", "cka_kd"]
+    assert first_stage_is_shared(Arm("cmptc", cmptc=1.0), LossOptions(cmptc_topology="history"))
+    checkpoint = pickle.loads(pickle.dumps(first_stage(tasks, shared[0], options, *training)))
+    for arm in shared:
+        alone, alone_state = run_stream(tasks, arm, options, *training)
+        resumed, state = run_stream(tasks, arm, options, *training, None, None, checkpoint)
+        assert resumed == alone, arm.name
+        assert all(torch.equal(v, alone_state["model"][k]) for k, v in state["model"].items())
+    cmptc_first = run_stream(tasks[:1], arms[-1], options, *training)[0]
+    assert cmptc_first != checkpoint.results
+
+
 def test_pretraining_is_its_own_domain_and_a_deterministic_start():
     from omegaconf import OmegaConf
 

@@ -236,37 +236,84 @@ def pretrain(split: ReidSplit, epochs: int, lr: float, ids_per_batch: int, per_m
             if not k.startswith("heads.")}
 
 
+@dataclass
+class StreamCheckpoint:
+    """A stream after its first stages: every weight (heads included), the prototype bank,
+    the label maps, the evaluations so far and the states of the stream's torch and numpy
+    generators, so that the next stage continues it bit for bit in another process."""
+
+    weights: dict[str, torch.Tensor]
+    head_sizes: list[int]
+    bank: PrototypeBank
+    label_maps: list[dict]
+    results: list[StageResult]
+    torch_generator: torch.Tensor
+    batches_generator: dict
+
+
+def first_stage_is_shared(arm: Arm, options: LossOptions) -> bool:
+    """Whether the arm's first stage is the plain one (cross-entropy and triplet): with no
+    previous model and an empty prototype bank every other loss is off, but CM-PTC on the
+    batch's topology (``joint`` has one task so far, as every arm)."""
+    return not (arm.cmptc and options.cmptc_topology == "batch")
+
+
 def run_stream(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
                ids_per_batch: int, per_modality: int, spec: NetSpec, seed: int,
-               compute: Compute | None = None, initial: dict[str, torch.Tensor] | None = None
-               ) -> tuple[list[StageResult], dict]:
+               compute: Compute | None = None, initial: dict[str, torch.Tensor] | None = None,
+               after: StreamCheckpoint | None = None) -> tuple[list[StageResult], dict]:
     """Train ``arm`` over the stream from ``initial`` backbone and neck weights (e.g.
-    ``pretrain``'s; None: from scratch); the evaluation after every stage on the tasks seen
-    so far, and the state an exemplar-free method keeps between stages."""
+    ``pretrain``'s; None: from scratch), or from ``after`` (``first_stage``'s checkpoint of
+    the same stream, for an arm whose first stage is the same computation); the evaluation
+    after every stage on the tasks seen so far, and the state an exemplar-free method keeps
+    between stages."""
+    net, bank, _, results, _ = _train(tasks, arm, options, epochs, lr, ids_per_batch,
+                                      per_modality, spec, seed, compute, initial, after)
+    return results, {"prototypes": bank.matrix, "model": net.state_dict()}
+
+
+def first_stage(tasks: list[ReidTask], arm: Arm, options: LossOptions, epochs: int, lr: float,
+                ids_per_batch: int, per_modality: int, spec: NetSpec, seed: int,
+                compute: Compute | None = None,
+                initial: dict[str, torch.Tensor] | None = None) -> StreamCheckpoint:
+    """``run_stream``'s first stage alone, as the checkpoint its later stages start from."""
+    net, bank, label_maps, results, generators = _train(
+        tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec, seed, compute,
+        initial, None, stages=1)
+    return StreamCheckpoint(net.state_dict(), [head.out_features for head in net.heads], bank,
+                            label_maps, results, *generators)
+
+
+def _train(tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec, seed, compute,
+           initial, after, stages=None):
     streams = Streams(seed)
     with streams.torch_default("training"):
-        return _run_stream(tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec,
-                           compute, initial, streams.numpy("batches"))
-
-
-def _run_stream(tasks, arm, options, epochs, lr, ids_per_batch, per_modality, spec, compute,
-                initial, rng) -> tuple[list[StageResult], dict]:
-    net, bank, old = spec.build(), PrototypeBank(), None
-    if initial is not None:
-        net.load_state_dict(initial)
-    label_maps, results = [], []
-    for stage, task in enumerate(tasks):
-        uniq = torch.unique(task.train.ids).tolist()
-        label_maps.append({pid: k for k, pid in enumerate(uniq)})
-        net.add_head(len(uniq))
-        seen = tasks[:stage + 1] if arm.joint else [task]
-        heads = list(range(stage + 1)) if arm.joint else [stage]
-        module = StageModule(net, old, bank, arm, options, label_maps, lr)
-        make_trainer(compute, max_epochs=1).fit(
-            module, _loader(seen, heads, epochs, ids_per_batch, per_modality, rng))
-        net = module.net.cpu()
-        bank.add(net, task.train)
-        old = copy.deepcopy(net)
-        results.append(evaluate(net, tasks[:stage + 1]))
-    state = {"prototypes": bank.matrix, "model": net.state_dict()}
-    return results, state
+        rng = streams.numpy("batches")
+        net = spec.build()
+        if after is None:
+            bank, label_maps, results = PrototypeBank(), [], []
+            if initial is not None:
+                net.load_state_dict(initial)
+        else:  # a copy: a checkpoint shared by the arms of one process stays as it was
+            after = copy.deepcopy(after)
+            for size in after.head_sizes:
+                net.add_head(size)
+            net.load_state_dict(after.weights)
+            bank, label_maps, results = after.bank, after.label_maps, after.results
+            torch.set_rng_state(after.torch_generator)
+            rng.bit_generator.state = after.batches_generator
+        for stage in range(len(results), len(tasks) if stages is None else stages):
+            task = tasks[stage]
+            old = copy.deepcopy(net) if stage else None  # the previous stage's model, frozen
+            uniq = torch.unique(task.train.ids).tolist()
+            label_maps.append({pid: k for k, pid in enumerate(uniq)})
+            net.add_head(len(uniq))
+            seen = tasks[:stage + 1] if arm.joint else [task]
+            heads = list(range(stage + 1)) if arm.joint else [stage]
+            module = StageModule(net, old, bank, arm, options, label_maps, lr)
+            make_trainer(compute, max_epochs=1).fit(
+                module, _loader(seen, heads, epochs, ids_per_batch, per_modality, rng))
+            net = module.net.cpu()
+            bank.add(net, task.train)
+            results.append(evaluate(net, tasks[:stage + 1]))
+        return net, bank, label_maps, results, (torch.get_rng_state(), rng.bit_generator.state)
