@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from omegaconf import OmegaConf
 
 from common.streams import Streams
 from experiments.claims.metrics import contract, undeclared
 
-from .conftest import compose_config, run_paper
+from .conftest import ROOT, compose_config, run_paper
 from .smoke import SMOKE
 
 
@@ -53,7 +54,8 @@ def test_runs_at_seeds_0_to_9_share_no_stream_but_the_declared_fixed_ones(key, s
 def test_a_second_run_from_an_empty_cache_repeats_the_metrics(key, smoke_run, tmp_path):
     first, _ = smoke_run(key)
     # the first ran in one process: a pool of two must not change a number
-    workers = ["protocol.workers=2"] if key in ("viptc", "directsynth") else []
+    protocol = OmegaConf.load(ROOT / "conf" / "paper" / f"{key}.yaml").get("protocol", {})
+    workers = ["protocol.workers=2"] if "workers" in protocol else []
     second = run_paper([*SMOKE[key], *workers, f"paths.cache_dir={tmp_path / 'cache'}"],
                        tmp_path / "run")
     assert _untimed(second) == _untimed(first)
