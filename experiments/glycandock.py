@@ -31,7 +31,6 @@ from data.glycan_complexes import (
 )
 from data.glycans import chi_energy, parse_iupac, to_protenix
 from experiments.helpers.figures import subplots
-from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.glycandock import Arm, GlycandockConfig
@@ -70,22 +69,19 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                   for complexes in bench.test.values() for cx in complexes}
     metrics = {"rmsd_oracle_max_err": rmsd_oracles(bench.test["glycan"][:25],
                                                    ctx.rng_for("rmsd oracle"), topologies)}
-    # each network trained once (chi_minimum uses the base one), in worker processes on a CPU
-    trained_as = {arm: "base" if arm == "chi_minimum" else arm for arm in protocol.arms}
-    to_train = list(dict.fromkeys(trained_as.values()))
-    workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
-    with ctx.stage("training"):
-        nets = dict(zip(to_train, map_jobs(train_docking, [
-            (bench.train, technique(name, cfg.method), protocol.epochs, protocol.batch_size,
-             protocol.hidden, protocol.lr, ctx.streams.seed("training"), ctx.compute)
-            for name in to_train], workers,
-            lambda items, total: ctx.progress(items, "trainings", total)), strict=True))
-    rows, predictions = [], {}
+    rows, predictions, nets = [], {}, {}
     for arm in ctx.progress(list(protocol.arms), "arms"):
         tech = technique(arm, cfg.method)
+        trained_as = "base" if arm == "chi_minimum" else arm
+        if trained_as not in nets:
+            with ctx.stage("training"):
+                nets[trained_as] = train_docking(bench.train, tech, protocol.epochs,
+                                                 protocol.batch_size, protocol.hidden,
+                                                 protocol.lr, ctx.streams.seed("training"),
+                                                 ctx.compute)
         for split, complexes in bench.test.items():
             with ctx.stage("prediction"):
-                preds = predict(nets[trained_as[arm]], complexes, tech,
+                preds = predict(nets[trained_as], complexes, tech,
                                 chi_minimum=arm == "chi_minimum")
             predictions[arm, split] = preds
             for cx, pred in zip(complexes, preds, strict=True):

@@ -15,7 +15,6 @@ from torchmetrics.functional.image import (
 
 from data.splat_scenes import procedural_scene, scene_and_cameras, sphere_cameras
 from experiments.helpers.figures import subplots
-from experiments.helpers.parallel import map_jobs
 from experiments.runner import register_paper
 from experiments.runner.context import RunContext
 from experiments.schemas.shared import RootConfig
@@ -79,25 +78,6 @@ def image_quality(gaussians, cameras, targets, weights=None) -> tuple[float, flo
     return float(np.mean(psnr)), float(np.mean(ssim))
 
 
-def coreset_quality(scene, weights, prescribed, novel, targets, kept, finetune_steps, extent,
-                    compute) -> dict[str, float]:
-    """PSNR and SSIM of the reweighted scene on both view sets and, for ``kept`` (the pruned
-    scene, weights folded into opacity), PSNR after its short finetune."""
-    row = {}
-    with torch.no_grad():
-        for views, cameras in (("prescribed", prescribed), ("novel", novel)):
-            row[f"psnr_{views}"], row[f"ssim_{views}"] = image_quality(scene, cameras,
-                                                                       targets[views], weights)
-    if kept is not None:
-        tuned = finetune(kept, prescribed, targets["prescribed"], finetune_steps, extent,
-                         compute)
-        with torch.no_grad():
-            row["psnr_prescribed_finetuned"], _ = image_quality(tuned, prescribed,
-                                                                targets["prescribed"])
-            row["psnr_novel_finetuned"], _ = image_quality(tuned, novel, targets["novel"])
-    return row
-
-
 def guarantee_sweep(cfg: RootConfig, rng: np.random.Generator, generator: torch.Generator):
     """Failure rate of multinomial sensitivity sampling (any prescribed ray off by more than
     eps (F + eta)) against the sample size, up to the Bernstein + union bound."""
@@ -129,28 +109,31 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
                    "novel": [render(scene, c)[0].clamp(0, 1) for c in novel]}
     objective = RayObjective(scene, prescribed, method.eta)
     scores, shares = method_scores(cfg, scene, prescribed, objective)
-    rows, renders = [], []
+    rows = []
     jobs = [(name, b) for b in protocol.budgets for name in scores]
     for name, budget_fraction in ctx.progress(jobs, "coresets (method x budget)"):
         budget = max(1, int(round(budget_fraction * n)))
         coreset = select(name, scores[name], budget,
                          ctx.streams.torch(f"coreset {name} at {budget_fraction:g}"))
+        weights = coreset.full_weights(n)
         errors = objective.errors(coreset)
-        rows.append({"method": name, "budget": budget_fraction, "kept": len(coreset),
-                     "worst_objective_err": float(errors.max()),
-                     "mean_objective_err": float(errors.mean())})
-        finetuned = (budget_fraction == protocol.finetune_budget
-                     and name in protocol.finetune_methods)
-        kept = (scene.subset(coreset.index).with_weights_in_opacity(coreset.weights)
-                if finetuned else None)
-        renders.append((scene, coreset.full_weights(n), prescribed, novel, targets, kept,
-                        protocol.finetune_steps, extent, ctx.compute))
-    # the renders (and finetunes) of the coresets are independent: worker processes on a CPU
-    workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
-    qualities = map_jobs(coreset_quality, renders, workers,
-                         lambda items, total: ctx.progress(items, "coreset renders", total))
-    for row, quality in zip(rows, qualities, strict=True):
-        row.update(quality)
+        row = {"method": name, "budget": budget_fraction, "kept": len(coreset),
+               "worst_objective_err": float(errors.max()),
+               "mean_objective_err": float(errors.mean())}
+        with torch.no_grad():
+            for views in ("prescribed", "novel"):
+                cams = prescribed if views == "prescribed" else novel
+                row[f"psnr_{views}"], row[f"ssim_{views}"] = image_quality(
+                    scene, cams, targets[views], weights)
+        rows.append(row)
+        if budget_fraction == protocol.finetune_budget and name in protocol.finetune_methods:
+            kept = scene.subset(coreset.index).with_weights_in_opacity(coreset.weights)
+            tuned = finetune(kept, prescribed, targets["prescribed"], protocol.finetune_steps,
+                             extent, ctx.compute)
+            with torch.no_grad():
+                row["psnr_prescribed_finetuned"], _ = image_quality(
+                    tuned, prescribed, targets["prescribed"])
+                row["psnr_novel_finetuned"], _ = image_quality(tuned, novel, targets["novel"])
     ctx.save_table("coresets", rows)
     guarantee = guarantee_sweep(cfg, ctx.rng_for("guarantee scene"),
                                 ctx.streams.torch("guarantee samples"))

@@ -40,7 +40,6 @@ class GlycandockProtocol:
     lr: float = positive()
     hidden: int = MISSING
     export_protenix: int = MISSING
-    workers: int = MISSING  # processes for the arms' trainings (1: in the run's process)
 
 
 @dataclass

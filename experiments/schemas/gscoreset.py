@@ -66,7 +66,6 @@ class GscoresetProtocol:
     finetune_budget: float = nonnegative()
     finetune_methods: list[CoresetMethod] = MISSING
     finetune_steps: int = MISSING
-    workers: int = MISSING  # processes for the coresets' renders and finetunes (1: in the run's process)
     guarantee: GuaranteeConfig = field(default_factory=GuaranteeConfig)
 
 
