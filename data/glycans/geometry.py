@@ -112,17 +112,6 @@ def _frame(origin, toward, plane):
     return torch.stack([e1, e2, torch.linalg.cross(e1, e2)], dim=-1)
 
 
-@cache
-def _child_template(code: str, dtype: torch.dtype, device: torch.device):
-    """What ``GlycanBuilder.build`` needs of a child residue's template, the same for every
-    linkage to it: its coordinates, its C1, the O1-C1-O5 angle (degrees) and its frame
-    (C1 -> O5, in the plane of O1), transposed."""
-    names, xyz, _ = residue_template(code)
-    tmpl = torch.as_tensor(xyz, dtype=dtype, device=device)
-    o1, c1, o5 = (tmpl[names.index(n)] for n in ("O1", "C1", "O5"))
-    return tmpl, c1, float(bond_angle(o1, c1, o5)), _frame(c1, o5, o1).transpose(-1, -2)
-
-
 @dataclass
 class GlycanBuilder:
     """Heavy-atom coordinates of a glycan from the root's rigid pose and each linkage's
@@ -190,12 +179,15 @@ class GlycanBuilder:
             names = residue_template(self.glycan.codes[p])[0]
             parent = per_residue[p]
             cprev, cx, ox = (parent[:, names.index(n)] for n in (f"C{x - 1}", f"C{x}", f"O{x}"))
-            tmpl, c1, angle, source = _child_template(self.glycan.codes[j], self.dtype,
-                                                      translation.device)
+            child_names, child_xyz, _ = residue_template(self.glycan.codes[j])
+            tmpl = torch.as_tensor(child_xyz, dtype=self.dtype, device=translation.device)
+            o1, c1, o5 = (tmpl[child_names.index(n)] for n in ("O1", "C1", "O5"))
+            angle = float(bond_angle(o1, c1, o5))
             c1_new = place_atom(cprev, cx, ox, C_O, O_C_GLYCOSIDIC_ANGLE, torsions[:, k, 1])
             o5_new = place_atom(cx, ox, c1_new, RING_BOND, angle, torsions[:, k, 0])
             target = _frame(c1_new, o5_new, ox)
-            rot = target @ source
+            source = _frame(c1, o5, o1)
+            rot = target @ source.transpose(-1, -2)
             per_residue[j] = (tmpl - c1) @ rot.transpose(-1, -2) + c1_new[:, None]
         out = [per_residue[i][:, [n != "O1" or i == 0 for n in
                                   residue_template(self.glycan.codes[i])[0]]]
