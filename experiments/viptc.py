@@ -90,9 +90,11 @@ def run(cfg: RootConfig, ctx: RunContext) -> dict[str, float]:
     workers = protocol.workers if ctx.compute.accelerator == "cpu" else 1
     training = (protocol.epochs, protocol.lr, protocol.ids_per_batch, protocol.per_modality,
                 spec)
-    # the first stage is the same computation in every arm but batch-topology CM-PTC: it
-    # runs once per stream, after the stream's pretraining, and those arms go on from it
-    shared = [arm for arm in arms(cfg) if first_stage_is_shared(arm, options)]
+    # the first stage is the same computation in every arm but batch-topology CM-PTC: on a
+    # CPU it runs once per stream, after the stream's pretraining, and those arms go on from
+    # it (the checkpoint carries the CPU generators' states, not a GPU's)
+    shared = [arm for arm in arms(cfg) if first_stage_is_shared(arm, options)
+              and ctx.compute.accelerator == "cpu"]
     with ctx.stage("pretraining and the shared first stage"):
         starts = map_jobs(start_stream, [
             (pretraining[seed], streams[seed], shared[0] if len(shared) > 1 else None,
