@@ -435,7 +435,10 @@ def test_ctrl_c_during_a_joblib_sweep_is_one_line_and_every_job_records_it(tmp_p
          "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
          f"hydra.sweep.dir={sweep}", f"paths.cache_dir={tmp_path / 'cache'}"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+        start_new_session=True, env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        # as from a terminal: a test run started in the background of a script inherits an
+        # ignored SIGINT, which the sweep would inherit too
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 90
     while len(list(sweep.glob("*/config_resolved.yaml"))) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, "the jobs never started"
