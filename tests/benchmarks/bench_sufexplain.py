@@ -1,8 +1,9 @@
 """sufexplain: the verifier's MILP with HiGHS's presolve on (as before) and off (as now), side
 by side in one process on the default's own queries: the NA2M and the plain MLP of the
-default's planted task (seed 0; trained with the default's settings), and every sufficiency query
-the verifier baseline asks while explaining the first POINTS test points. Both settings must
-give the same verdict on every query; the minima may differ only in the last bits."""
+default's planted task (seed 0; trained with the default's settings from a fixed seed), and
+every sufficiency query the verifier baseline asks while explaining the first POINTS test
+points. Both settings must give the same verdict on every query; the minima may differ only
+in the last bits."""
 
 from __future__ import annotations
 
@@ -33,26 +34,35 @@ def default_models():
     task = binary_task(cfg.dataset, Streams(0).numpy("task"))
     edges = select_edges(task.x_train, task.y_train, method.edges, method.max_component)
     n = task.x_train.shape[1]
-    nets = {"NA2M": AdditiveNet(n, edges, list(method.hidden)),
-            "MLP": MLPNet(n, list(protocol.mlp_hidden))}
-    for net in nets.values():
-        train_classifier(net, task.x_train, task.y_train, protocol.epochs, protocol.batch_size,
-                         protocol.lr, protocol.weight_decay, protocol.output_penalty)
+    with Streams(0).torch_default("models"):  # the same models at every run of the benchmark
+        nets = {"NA2M": AdditiveNet(n, edges, list(method.hidden)),
+                "MLP": MLPNet(n, list(protocol.mlp_hidden))}
+        for net in nets.values():
+            train_classifier(net, task.x_train, task.y_train, protocol.epochs,
+                             protocol.batch_size, protocol.lr, protocol.weight_decay,
+                             protocol.output_penalty)
     return task, protocol.eps, {name: net.export() for name, net in nets.items()}
 
 
 def baseline_queries(model, task, eps) -> list[tuple]:
-    """(x, lo, hi, free set) of every query the verifier baseline asks on the first points."""
-    from methods.sufexplain.explain import perturbation_box, sensitivity_order, worst_case
+    """(x, lo, hi, free set) of every query the verifier baseline asks on the first points,
+    recorded while ``verix_explanation`` itself runs."""
+    from methods.sufexplain import explain
 
-    queries = []
-    for x in task.x_test[:POINTS]:
-        lo, hi = perturbation_box(x, eps, task.domain_lo, task.domain_hi)
-        free: set[int] = set()
-        for i in sensitivity_order(model, x, lo, hi):
-            queries.append((x, lo, hi, frozenset(free | {i})))
-            if worst_case(model, x, free | {i}, lo, hi) > 0:
-                free.add(i)
+    queries, worst_case = [], explain.worst_case
+
+    def recording(model, x, free, lo, hi):
+        queries.append((x, lo, hi, frozenset(free)))
+        return worst_case(model, x, free, lo, hi)
+
+    explain.worst_case = recording
+    try:
+        for x in task.x_test[:POINTS]:
+            lo, hi = explain.perturbation_box(x, eps, task.domain_lo, task.domain_hi)
+            explain.verix_explanation(model, x, lo, hi,
+                                      explain.sensitivity_order(model, x, lo, hi))
+    finally:
+        explain.worst_case = worst_case
     return queries
 
 
